@@ -1,0 +1,68 @@
+# gb10.serving: `make sim` (two simulated GB10 nodes, converged) and `make test` (every test).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+SIM_PROFILE ?= sim-replicas
+SIM_NODES ?= 2
+export SIM_NODES
+
+.PHONY: help plan venv collections sim sim-images sim-up sim-converge sim-down test lint unit molecule integration clean
+
+help:
+	@echo "make sim       build and start the two-node simulation, converge site.yml (SIM_PROFILE=$(SIM_PROFILE))"
+	@echo "make sim-down  remove every container, network and volume the simulation made"
+	@echo "make test      lint + unit tests + integration tests + molecule test (the command CI runs)"
+
+$(BIN)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "Python 3.11 is required (ansible-core 2.19 pins): set PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+collections: venv
+	@scripts/collections.sh
+
+sim-images: collections
+	@sim/build_images.sh
+
+sim-up: sim-images
+	@sim/up.sh
+
+sim-converge: collections
+	ansible-playbook -i inventories/sim site.yml -e serving_profile=$(SIM_PROFILE)
+
+sim: sim-up sim-converge
+	@sim/hello.sh
+
+plan: collections
+	ansible-playbook -i inventories/sim playbooks/plan.yml -e serving_profile=$(SIM_PROFILE)
+
+sim-down:
+	@sim/down.sh
+
+lint: collections
+	ruff check .
+	ruff format --check .
+	yamllint -s .
+	ansible-lint
+	$(BIN)/python scripts/check_argument_specs.py
+
+unit: collections
+	pytest -q tests/unit
+
+integration: collections sim-images
+	pytest -q tests/integration
+
+molecule: collections sim-images
+	molecule test --all
+
+test: lint unit integration molecule
+
+clean: sim-down
+	rm -rf $(VENV) collections .pytest_cache .ruff_cache

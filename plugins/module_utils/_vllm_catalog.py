@@ -1,0 +1,125 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The pinned vLLM flag catalog: which options `vllm serve` of a release really has.
+
+Pure Python on purpose (no Ansible import): the controller-side plan and the vLLM stand-in engine of the
+simulation both load the same JSON files from ``vllm_catalog/`` next to this module. Each file is generated
+from the real parser by ``sim/vllm_catalog/generate.py``; see that script for the format.
+
+vLLM's own parser is built with ``allow_abbrev`` on, so it silently expands a unique prefix
+(``--kv-cache-memory`` becomes ``--kv-cache-memory-bytes``). ``lookup`` never does: an option is either an
+exact entry of the catalog or it is refused, with the expansion argparse would have made named in the reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+
+CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_catalog")
+_FILE_RE = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.+-]*)\.json$")
+
+
+class CatalogError(Exception):
+    """The catalog for a release is missing or unreadable."""
+
+
+def available_versions(catalog_dir=CATALOG_DIR):
+    """Sorted list of vLLM releases that have a catalog file."""
+    try:
+        names = os.listdir(catalog_dir)
+    except OSError:
+        return []
+    return sorted(m.group("version") for m in (_FILE_RE.match(n) for n in names) if m)
+
+
+def catalog_path(version, catalog_dir=CATALOG_DIR):
+    return os.path.join(catalog_dir, f"vllm-{version}.json")
+
+
+def load(version, catalog_dir=CATALOG_DIR):
+    """Load the catalog of one vLLM release; raise CatalogError naming the releases that do have one."""
+    path = catalog_path(version, catalog_dir)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError as exc:
+        raise CatalogError(
+            f"no vLLM flag catalog for release {version!r} (have: "
+            f"{', '.join(available_versions(catalog_dir)) or 'none'}); generate one with sim/vllm_catalog/generate.py"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"vLLM flag catalog {path} is unreadable: {exc}") from exc
+    if not isinstance(data.get("options"), dict) or data.get("vllm_version") != version:
+        raise CatalogError(f"vLLM flag catalog {path} is not a catalog of release {version}")
+    return data
+
+
+def lookup(catalog, option):
+    """Classify ``option`` (with its leading dashes) against ``catalog``.
+
+    Returns a tuple ``(status, detail)``:
+    - ``("exact", spec)``: the option exists; ``spec`` is its catalog entry;
+    - ``("abbreviation", [full names])``: not an option, but a prefix argparse would expand (or find ambiguous);
+    - ``("unknown", [close names])``: not an option at all; ``detail`` lists the nearest real names.
+    """
+    options = catalog["options"]
+    if option in options:
+        return "exact", options[option]
+    expansions = sorted(name for name in options if name.startswith(option))
+    if expansions:
+        return "abbreviation", expansions
+    return "unknown", difflib.get_close_matches(option, list(options), n=3, cutoff=0.75)
+
+
+def parse_argv(catalog, argv):
+    """Parse a ``vllm serve`` argument list strictly (exact names only, no abbreviation).
+
+    ``argv`` excludes the ``vllm serve`` words. Returns ``(positionals, options, errors)`` where ``options``
+    maps each option string to the list of values given for it (``[]`` for a flag). This is what the
+    stand-in engine uses to refuse what the real vLLM would have silently rewritten.
+    """
+    positionals, options, errors = [], {}, []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if not word.startswith("-") or word == "-":
+            positionals.append(word)
+            continue
+        name, has_inline, inline = word.partition("=")
+        status, detail = lookup(catalog, name)
+        if status == "abbreviation":
+            errors.append("{} is not an option; it is a prefix of {}".format(name, ", ".join(detail)))
+            continue
+        if status == "unknown":
+            hint = (" (did you mean {}?)".format(", ".join(detail))) if detail else ""
+            errors.append("{} is not an option of vLLM {}{}".format(name, catalog["vllm_version"], hint))
+            continue
+        values = []
+        if not detail.get("takes_value"):
+            if has_inline:
+                errors.append(f"{name} takes no value")
+        elif has_inline:
+            values.append(inline)
+        else:
+            many = detail.get("nargs") in ("+", "*")
+            while index < len(argv) and not (argv[index].startswith("--") and len(argv[index]) > 2):
+                values.append(argv[index])
+                index += 1
+                if not many:
+                    break
+            if not values and detail.get("nargs") not in ("?", "*"):
+                errors.append(f"{name} needs a value")
+        if detail.get("choices") and any(v not in detail["choices"] for v in values):
+            errors.append("{} must be one of {}, not {}".format(name, ", ".join(detail["choices"]), " ".join(values)))
+        if detail.get("json"):
+            for value in values:
+                try:
+                    json.loads(value)
+                except ValueError as exc:
+                    errors.append(f"{name} needs valid JSON: {exc}")
+        options.setdefault(name, []).extend(values)
+    return positionals, options, errors

@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Documentation of gb10.serving.serving_plan; the work is done by the action plugin of the same name."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: serving_plan
+short_description: Build the serving plan of a named serving profile and refuse every violation at once
+description:
+  - Runs on the controller (an action plugin), so a plan can be reviewed before any node is reachable.
+  - Turns the chosen serving profile and every node's figures into the exact C(vllm serve) argv, container
+    environment and Ray start command per node, and the memory table per node (total, budget at the node's
+    share, resident weights, drafter, activation reserve, KV cache, headroom, KV tokens).
+  - Checks the profile against the field reports' pitfalls (image by digest, exact flags of the pinned vLLM
+    release with no prefix abbreviation, valid JSON values, text-only modality limits, tool parser, local
+    snapshot path and served model name, Ray/NCCL/GLOO on the fabric for tensor-parallel, memory headroom on
+    every node on its own figures, MAX_JOBS forwarded) and fails with ALL violations, each naming node, rule,
+    value and fix.
+  - Node figures come from the host variable C(gb10_stated_facts); with O(use_measured=true) from facts gathered
+    by M(ansible.builtin.setup) where present (a simulated node, C(gb10_sim=true), keeps its stated figures).
+    The plan says per node and figure where each came from.
+  - See C(docs/serving-profile.md) for the profile schema.
+attributes:
+  check_mode:
+    support: full
+    details: Changes nothing; runs the same in check mode.
+  diff_mode:
+    support: none
+options:
+  profile:
+    description: The name of the serving profile (the required extra var C(serving_profile)). Unset fails.
+    type: str
+  profiles:
+    description: The inventory's C(serving_profiles); defaults to the variable of that name.
+    type: dict
+  hosts:
+    description: The nodes to plan for; defaults to group C(gb10_nodes).
+    type: list
+    elements: str
+  ray_head:
+    description: The tensor-parallel head; defaults to the first host of group C(gb10_ray_head).
+    type: str
+  ray_workers:
+    description: The tensor-parallel workers; defaults to group C(gb10_ray_workers).
+    type: list
+    elements: str
+  fabric_cidr:
+    description: The fabric subnet; defaults to C(gb10_fabric_cidr) of the first node.
+    type: str
+  use_measured:
+    description: Use the facts gathered by M(ansible.builtin.setup) on the nodes where present.
+    type: bool
+    default: false
+author:
+  - gb10.serving maintainers
+"""
+
+EXAMPLES = r"""
+- name: Plan the chosen profile from the inventory's stated figures
+  gb10.serving.serving_plan:
+    profile: "{{ serving_profile }}"
+    profiles: "{{ serving_profiles }}"
+  register: __serving_plan
+
+- name: Plan with the figures measured on the nodes
+  gb10.serving.serving_plan:
+    profile: "{{ serving_profile }}"
+    use_measured: true
+"""
+
+RETURN = r"""
+plan:
+  description: The whole plan.
+  returned: always
+  type: dict
+  contains:
+    profile:
+      description: The profile's name.
+      type: str
+    topology:
+      description: C(replicas) or C(tensor_parallel).
+      type: str
+    image:
+      description: The image reference, by digest.
+      type: str
+    tensor_parallel_size:
+      description: Ranks in the tensor-parallel group (1 for replicas).
+      type: int
+    nodes:
+      description: >-
+        Per host: role (replica, ray_head, ray_worker), argv (empty on a Ray worker), env, ray_start, memory
+        (the memory table), snapshot_path and container_snapshot_path, facts_source and facts_measured.
+      type: dict
+    violations:
+      description: Same as RV(violations).
+      type: list
+plan_text:
+  description: The plan as readable text, one block per node (argv, env, Ray start, memory table), then violations.
+  returned: always
+  type: str
+violations:
+  description: Every violation found, each with node (or C(all)), rule, value and message (numbers and fix).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - node: all
+      rule: vllm_flag_abbreviated
+      value: --kv-cache-memory
+      message: --kv-cache-memory is not an option of vLLM 0.32.0, only a prefix of --kv-cache-memory-bytes ...
+"""

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds, cached by recipe, the two images the simulation needs without any registry:
+#   gb10-sim-debian:bookworm  Debian minbase by debootstrap (or a pulled debian:bookworm where a registry answers)
+#   gb10-sim-node:latest      that + systemd as PID 1, python3 and its own Docker engine (a simulated GB10 node)
+source "$(dirname "$0")/lib/common.sh"
+require_docker
+mkdir -p "$SIM_BUILD"
+
+BASE_INCLUDE="systemd,systemd-sysv,dbus,python3,python3-apt,sudo,procps,iproute2,ca-certificates"
+base_stamp=$(printf '%s %s' "$BASE_INCLUDE" "$SIM_MIRROR" | sha256sum | cut -c1-16)
+node_stamp=$(recipe_stamp "$0" "$SIM_ROOT/node/packages.txt" "$SIM_ROOT/node/daemon.json" "$SIM_ROOT/node/registry.yml")-$base_stamp
+
+chroot_run() {
+  local root=$1; shift
+  mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"; mount -t sysfs sys "$root/sys"
+  # shellcheck disable=SC2064
+  trap "umount -R '$root/dev' '$root/proc' '$root/sys' 2>/dev/null || true" RETURN
+  chroot "$root" "$@"
+}
+
+import_rootfs() {  # import_rootfs ROOTFS IMAGE STAMP
+  local root=$1 image=$2 stamp=$3
+  tar -C "$root" --exclude='./var/cache/apt/archives/*.deb' -c . \
+    | docker import -c 'ENV container=docker' -c 'CMD ["/lib/systemd/systemd"]' - "$image-imported" >/dev/null
+  # docker import cannot set STOPSIGNAL or labels: one tiny build on top of the import does.
+  printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\nLABEL gb10.sim.recipe="%s"\n' "$image-imported" "$stamp" \
+    | docker build -q --pull=false -t "$image" - >/dev/null 2>"$SIM_BUILD/build.log" \
+    || die "docker build of $image failed: see $SIM_BUILD/build.log"
+  docker rmi "$image-imported" >/dev/null
+}
+
+build_base() {
+  if [ "$(image_stamp "$SIM_BASE_IMAGE")" = "$base_stamp" ]; then
+    say "base image $SIM_BASE_IMAGE is current"; return
+  fi
+  local root="$SIM_BUILD/rootfs-base"
+  if timeout 20 docker pull -q debian:bookworm >/dev/null 2>&1; then
+    say "a registry answered: using debian:bookworm as the base"
+    local cid; cid=$(docker create debian:bookworm)
+    rm -rf "$root"; mkdir -p "$root"; docker export "$cid" | tar -C "$root" -x; docker rm "$cid" >/dev/null
+    chroot_run "$root" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      $(echo "$BASE_INCLUDE" | tr , ' ') >/dev/null"
+  else
+    command -v debootstrap >/dev/null || die "debootstrap is missing and no registry answers: apt-get install debootstrap"
+    say "no registry: debootstrap bookworm from $SIM_MIRROR (30-60 s)"
+    rm -rf "$root"
+    debootstrap --variant=minbase --include="$BASE_INCLUDE" bookworm "$root" "$SIM_MIRROR" >"$SIM_BUILD/debootstrap.log" 2>&1 \
+      || die "debootstrap failed, see $SIM_BUILD/debootstrap.log"
+  fi
+  : > "$root/etc/machine-id"
+  import_rootfs "$root" "$SIM_BASE_IMAGE" "$base_stamp"
+  say "built $SIM_BASE_IMAGE"
+}
+
+build_node() {
+  if [ "$(image_stamp "$SIM_NODE_IMAGE")" = "$node_stamp" ]; then
+    say "node image $SIM_NODE_IMAGE is current"; return
+  fi
+  local base_root="$SIM_BUILD/rootfs-base" root="$SIM_BUILD/rootfs-node"
+  [ -d "$base_root/etc" ] || { docker image rm "$SIM_BASE_IMAGE" >/dev/null 2>&1 || true; build_base; }
+  rm -rf "$root"; cp -a "$base_root" "$root"
+  printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
+  say "installing the node's own Docker engine into the node rootfs"
+  chroot_run "$root" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    $(tr '\n' ' ' < "$SIM_ROOT/node/packages.txt") >/dev/null && apt-get clean"
+  rm -f "$root/usr/sbin/policy-rc.d"
+  install -D -m 0644 "$SIM_ROOT/node/daemon.json" "$root/etc/docker/daemon.json"
+  install -D -m 0644 "$SIM_ROOT/node/registry.yml" "$root/etc/docker/registry/config.yml"
+  # The registry runs as its own container from this image; nodes never start it.
+  rm -f "$root/etc/systemd/system/multi-user.target.wants/docker-registry.service"
+  : > "$root/etc/machine-id"
+  import_rootfs "$root" "$SIM_NODE_IMAGE" "$node_stamp"
+  say "built $SIM_NODE_IMAGE"
+}
+
+build_base
+build_node

@@ -1,0 +1,35 @@
+# Shared settings and checks for the simulation scripts (sourced, not run).
+# shellcheck shell=bash
+set -euo pipefail
+SIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIM_BUILD="${SIM_BUILD:-$SIM_ROOT/build}"
+SIM_PREFIX="${SIM_PREFIX:-gb10-sim}"
+SIM_NETWORK="${SIM_NETWORK:-gb10-sim}"
+SIM_SUBNET_BASE="${SIM_SUBNET_BASE:-10.77.0}"
+SIM_SUBNET="$SIM_SUBNET_BASE.0/24"
+SIM_NODES="${SIM_NODES:-2}"
+SIM_BASE_IMAGE="${SIM_BASE_IMAGE:-gb10-sim-debian:bookworm}"
+SIM_NODE_IMAGE="${SIM_NODE_IMAGE:-gb10-sim-node:latest}"
+SIM_REGISTRY_IP="$SIM_SUBNET_BASE.5"
+SIM_LABEL="gb10.sim=$SIM_PREFIX"
+# The Debian mirror this machine already uses (a user's laptop may set its own).
+SIM_MIRROR="${SIM_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}"
+SIM_MIRROR="${SIM_MIRROR:-http://deb.debian.org/debian}"
+
+say() { printf '[sim] %s\n' "$*"; }
+die() { printf '[sim] ERROR: %s\n' "$*" >&2; exit 1; }
+
+node_ip() { printf '%s.%d' "$SIM_SUBNET_BASE" "$((10 + $1))"; }
+node_name() { printf 'spark-%d' "$1"; }
+
+require_docker() {
+  command -v docker >/dev/null 2>&1 \
+    || die "no docker client on PATH: install Docker (Debian: apt-get install docker.io) and start it, then re-run."
+  docker info >/dev/null 2>&1 \
+    || die "no Docker engine answers (docker info failed): start it (systemctl start docker, or dockerd &) and re-run."
+}
+
+# A content stamp of the files an image is built from, so an unchanged recipe is not rebuilt.
+recipe_stamp() { cat "$@" | sha256sum | cut -c1-16; }
+
+image_stamp() { docker image inspect -f '{{ index .Config.Labels "gb10.sim.recipe" }}' "$1" 2>/dev/null || true; }

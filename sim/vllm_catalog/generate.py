@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Dump the option list of the real ``vllm serve`` parser into the collection's flag catalog.
+
+Run it with the Python of a throwaway venv that has the vLLM release installed (CPU build is enough; see
+README.md next to this file). It builds the parser exactly as ``vllm serve`` does (``ServeSubcommand`` on a
+``FlexibleArgumentParser`` sub-parser) and writes ``plugins/module_utils/vllm_catalog/vllm-<version>.json``:
+
+    {"format": 1, "vllm_version": "...", "allow_abbrev": true, "prog": "vllm serve",
+     "positionals": [{"dest": "model_tag", "nargs": "?"}],
+     "options": {"--kv-cache-memory-bytes": {"dest": ..., "takes_value": true, "nargs": null,
+                 "json": false, "json_or_string": false, "choices": null, "deprecated": false}, ...},
+     "normalisations": {"underscores": true, "dotted_json_keys": true}}
+
+``takes_value`` is false for switches (store_true, BooleanOptionalAction's --x / --no-x). ``json`` marks options
+whose value vLLM parses with json.loads (dicts and config dataclasses); ``json_or_string`` those that take
+either a JSON object or a plain string. ``normalisations`` records what vLLM's FlexibleArgumentParser rewrites
+before argparse sees it; the catalog's strict readers (the plan, the stand-in engine) do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_OUT = os.path.join(REPO, "plugins", "module_utils", "vllm_catalog")
+
+
+def _callable_mentions(func, names, depth=0):
+    """True when ``func`` is, or closes over, a callable whose __name__ is in ``names``."""
+    if func is None or depth > 4:
+        return False
+    if getattr(func, "__name__", None) in names:
+        return True
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(inner) and _callable_mentions(inner, names, depth + 1):
+            return True
+    return False
+
+
+def _nargs(action):
+    if action.nargs is None:
+        return None
+    return action.nargs if isinstance(action.nargs, str) else int(action.nargs)
+
+
+def describe(parser, version):
+    options, positionals = {}, []
+    for action in parser._actions:
+        if not action.option_strings:
+            positionals.append({"dest": action.dest, "nargs": _nargs(action)})
+            continue
+        takes_value = action.nargs != 0
+        json_valued = takes_value and _callable_mentions(action.type, {"loads", "parse_dataclass"})
+        json_or_string = takes_value and _callable_mentions(action.type, {"union_dict_and_str"})
+        choices = None
+        if action.choices is not None:
+            choices = sorted(str(c) for c in action.choices if c is not None)
+        deprecated = action in getattr(parser, "_deprecated", set())
+        for option in action.option_strings:
+            options[option] = {
+                "dest": action.dest,
+                "takes_value": bool(takes_value),
+                "nargs": _nargs(action),
+                "json": bool(json_valued or json_or_string),
+                "json_or_string": bool(json_or_string),
+                "choices": choices,
+                "deprecated": bool(deprecated),
+            }
+    normalisations = {}
+    for key, probe in (
+        ("underscores", ["--max_model_len", "1024"]),
+        ("dotted_json_keys", ["--limit-mm-per-prompt.image", "0"]),
+    ):
+        try:
+            normalisations[key] = _probe(parser, probe)
+        except SystemExit:
+            normalisations[key] = False
+    return {
+        "format": 1,
+        "vllm_version": version,
+        "generated_by": "sim/vllm_catalog/generate.py",
+        "prog": parser.prog,
+        "allow_abbrev": bool(parser.allow_abbrev),
+        "positionals": positionals,
+        "options": dict(sorted(options.items())),
+        "normalisations": normalisations,
+    }
+
+
+def _probe(parser, args):
+    """Whether vLLM's top-level parse (which normalises argv first) accepts ``args`` for serve."""
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    top = FlexibleArgumentParser(prog="vllm")
+    subparsers = top.add_subparsers(dest="subparser")
+    _init_serve(subparsers)
+    top.parse_args(["serve", *args])
+    del parser
+    return True
+
+
+def _init_serve(subparsers):
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+
+    return ServeSubcommand().subparser_init(subparsers)
+
+
+def build_serve_parser():
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    top = FlexibleArgumentParser(prog="vllm")
+    subparsers = top.add_subparsers(dest="subparser")
+    return _init_serve(subparsers)
+
+
+def main(argv=None):
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--out-dir", default=DEFAULT_OUT)
+    args = cli.parse_args(argv)
+    import vllm
+
+    version = vllm.__version__.split("+")[0]
+    catalog = describe(build_serve_parser(), version)
+    os.makedirs(args.out_dir, exist_ok=True)
+    path = os.path.join(args.out_dir, f"vllm-{version}.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(catalog, handle, indent=1, sort_keys=False)
+        handle.write("\n")
+    print(
+        f"wrote {path}: {len(catalog['options'])} options of vllm serve {version} "
+        f"(allow_abbrev={catalog['allow_abbrev']})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

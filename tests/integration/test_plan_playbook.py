@@ -1,0 +1,188 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""playbooks/plan.yml end to end on the controller: no docker, no node, every run offline.
+
+Each clean profile of inventories/example-pair and inventories/sim plans with rc 0 and writes its JSON; a copy of a
+profile with exactly one rule broken prints exactly that violation and exits non-zero before any task on a node.
+The runs are started together (a few at a time) so the whole module stays well under a minute.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO / "playbooks" / "plan.yml"
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+CLEAN = [
+    ("example-pair", "glm-5.3-flash-tp2"),
+    ("example-pair", "glm-replicas-mtp"),
+    ("sim", "sim-replicas"),
+    ("sim", "sim-tp"),
+]
+
+
+def _break_option(name, value):
+    def change(profile):
+        profile["vllm_options"][name] = value
+
+    return change
+
+
+def _skip_mm_profiling_instead_of_limits(profile):
+    del profile["vllm_options"]["limit-mm-per-prompt"]
+    profile["vllm_options"]["skip-mm-profiling"] = True
+
+
+def _image_by_tag(profile):
+    profile["image"]["ref"] = "ghcr.io/example-org/spark-glm5-ray:latest"
+
+
+def _share_too_big_on_tighter_node(profile):
+    profile["nodes"]["spark-b"]["gpu_memory_utilization"] = 0.84
+
+
+def _no_max_jobs(profile):
+    del profile["max_jobs"]
+
+
+# (inventory, profile, how to break it, the one rule expected)
+BROKEN = {
+    "abbreviated-flag": (
+        "example-pair",
+        "glm-5.3-flash-tp2",
+        _break_option("kv-cache-memory", "3G"),
+        "vllm_flag_abbreviated",
+    ),
+    "skip-mm-profiling": (
+        "example-pair",
+        "glm-5.3-flash-tp2",
+        _skip_mm_profiling_instead_of_limits,
+        "text_only_mm_limits",
+    ),
+    "mp-backend": (
+        "example-pair",
+        "glm-5.3-flash-tp2",
+        _break_option("distributed-executor-backend", "mp"),
+        "tp_executor_backend",
+    ),
+    "image-tag": ("example-pair", "glm-5.3-flash-tp2", _image_by_tag, "image_not_digest"),
+    "headroom": ("example-pair", "glm-replicas-mtp", _share_too_big_on_tighter_node, "memory_headroom"),
+    "max-jobs": ("sim", "sim-tp", _no_max_jobs, "max_jobs_missing"),
+}
+
+
+def _profiles(inventory):
+    path = REPO / "inventories" / inventory / "group_vars" / "all" / "serving_profiles.yml"
+    return yaml.safe_load(path.read_text())["serving_profiles"]
+
+
+def _run(inventory, profile, out, extra_vars_file=None, extra=()):
+    cmd = [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(PLAYBOOK), "-e", "serving_profile=" + profile]
+    cmd += ["-e", "plan_output=" + str(out)]
+    if extra_vars_file:
+        cmd += ["-e", "@" + str(extra_vars_file)]
+    cmd += list(extra)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    plan = json.loads(Path(out).read_text()) if Path(out).exists() else None
+    return {"rc": proc.returncode, "stdout": proc.stdout + proc.stderr, "plan": plan}
+
+
+def _gather_inventory(tmp):
+    """Two hosts that are this machine (connection local): one real-looking, one flagged simulated."""
+    stated = {
+        "mem_total_mib": 124608,
+        "mem_available_mib": 118000,
+        "cores": 20,
+        "interfaces": {"eth0": "10.77.0.11/24"},
+    }
+    hosts = {}
+    for name, sim in (("local-real", False), ("local-sim", True)):
+        hosts[name] = {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "gb10_fabric_interface": "eth0",
+            "gb10_fabric_address": "10.77.0.11" if sim else "10.77.0.12",
+            "gb10_stated_facts": stated,
+            "gb10_sim": sim,
+        }
+    inventory = {"all": {"children": {"gb10_nodes": {"hosts": hosts}}}}
+    path = tmp / "gather-hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    profile = copy.deepcopy(_profiles("sim")["sim-replicas"])
+    profile["image"]["ref"] = "registry:5000/gb10/vllm-standin@sha256:" + "0" * 64
+    profile["nodes"] = {}
+    profile["defaults"]["gpu_memory_utilization"] = 0.05
+    extra = tmp / "gather-profiles.json"
+    extra.write_text(json.dumps({"serving_profiles": {"gather": profile}}))
+    return path, extra
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plan")
+    jobs = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for inventory, profile in CLEAN:
+            key = ("clean", inventory, profile)
+            jobs[key] = pool.submit(
+                _run, REPO / "inventories" / inventory, profile, tmp / f"{inventory}-{profile}.json"
+            )
+        for case, (inventory, profile, change, _) in BROKEN.items():
+            profiles = copy.deepcopy(_profiles(inventory))
+            change(profiles[profile])
+            extra = tmp / f"broken-{case}.json"
+            extra.write_text(json.dumps({"serving_profiles": profiles}))
+            inv = REPO / "inventories" / inventory
+            jobs[("broken", case)] = pool.submit(_run, inv, profile, tmp / f"broken-{case}.out.json", extra)
+        inventory, extra = _gather_inventory(tmp)
+        jobs[("gather",)] = pool.submit(
+            _run, inventory, "gather", tmp / "gather.json", extra, ("-e", "plan_gather_facts=true")
+        )
+        return {key: job.result() for key, job in jobs.items()}
+
+
+@pytest.mark.parametrize(("inventory", "profile"), CLEAN)
+def test_clean_profile_plans_with_no_violations(runs, inventory, profile):
+    run = runs[("clean", inventory, profile)]
+    assert run["rc"] == 0, run["stdout"][-3000:]
+    plan = run["plan"]
+    assert plan["profile"] == profile and plan["violations"] == []
+    assert set(plan) >= {"profile", "topology", "nodes", "violations"}
+    for host, entry in plan["nodes"].items():
+        assert set(entry) >= {"argv", "env", "memory"}, host
+        assert entry["env"]["MAX_JOBS"] == "2"
+        assert entry["memory"]["headroom_gib"] >= entry["memory"]["margin_gib"]
+    assert any(entry["argv"][:2] == ["vllm", "serve"] for entry in plan["nodes"].values())
+    assert "no violations" in run["stdout"] and "host headroom" in run["stdout"]
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_one_broken_rule_prints_exactly_that_violation_and_fails(runs, case):
+    run = runs[("broken", case)]
+    rule = BROKEN[case][3]
+    assert run["rc"] != 0
+    assert [v["rule"] for v in run["plan"]["violations"]] in ([rule], [rule, rule]), run["plan"]["violations"]
+    assert rule in run["stdout"]
+    # nothing ran on a node: the measuring play was skipped on every host
+    assert "ok: [spark-" not in run["stdout"] and "changed: [spark-" not in run["stdout"]
+
+
+def test_gathered_figures_say_where_they_came_from(runs):
+    plan = runs[("gather",)]["plan"]
+    assert plan is not None, runs[("gather",)]["stdout"][-3000:]
+    assert set(plan["nodes"]["local-real"]["facts_source"].values()) <= {"measured", "inventory"}
+    assert plan["nodes"]["local-real"]["facts_source"]["mem_total_mib"] == "measured"
+    assert plan["nodes"]["local-sim"]["facts_source"]["mem_total_mib"] == "inventory (simulated node)"
+    assert plan["nodes"]["local-sim"]["facts_measured"]["mem_total_mib"] > 0

@@ -1,0 +1,138 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Shared inputs of the serving-plan tests: a clean tensor-parallel and a clean replicas profile on two nodes."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[4]
+if str(REPO / "collections") not in sys.path:
+    sys.path.insert(0, str(REPO / "collections"))
+
+_BASE = "ansible_collections.gb10.serving.plugins.module_utils."
+plan_mod = importlib.import_module(_BASE + "_plan")
+catalog_mod = importlib.import_module(_BASE + "_vllm_catalog")
+memory_mod = importlib.import_module(_BASE + "_memory")
+node_inputs = importlib.import_module(_BASE + "_node_inputs")
+
+DIGEST = "sha256:" + "ab" * 32
+REVISION = "3f9a1c7e5b2d8a4f6c0e1b3d5a7f9c2e4b6d8a0f"
+CIDR = "192.168.200.0/24"
+
+TP_PROFILE = {
+    "topology": "tensor_parallel",
+    "model": {
+        "repo_id": "LibertAIDAI/GLM-5.3-Flash-NVFP4",
+        "revision": REVISION,
+        "served_model_name": "glm-5.3-flash",
+        "checkpoint_gib": 181.3,
+        "multimodal": True,
+        "text_only": True,
+        "modalities": ["image", "video"],
+        "attention": {"kv_bytes_per_token": 6961},
+    },
+    "image": {"ref": "ghcr.io/example-org/spark-vllm@" + DIGEST, "vllm_version": "0.32.0"},
+    "context_length": 262144,
+    "vllm_options": {
+        "distributed-executor-backend": "ray",
+        "kv-cache-dtype": "fp8",
+        "limit-mm-per-prompt": {"image": 0, "video": 0},
+        "enable-auto-tool-choice": True,
+        "tool-call-parser": "glm47",
+    },
+    "env": {},
+    "memory": {"margin_gib": 5, "activation_reserve_gib": 3},
+    "max_jobs": 2,
+    "defaults": {"gpu_memory_utilization": 0.85, "max_num_seqs": 8},
+    "nodes": {"spark-b": {"gpu_memory_utilization": 0.80}},
+}
+
+REPLICAS_PROFILE = {
+    "topology": "replicas",
+    "model": {
+        "repo_id": "example-org/GLM-5.3-Flash-NVFP4-QAD",
+        "revision": "8b2e4d6f0a1c3e5b7d9f1a3c5e7b9d0f2a4c6e8b",
+        "served_model_name": "glm-5.3-flash",
+        "checkpoint_gib": 71,
+        "multimodal": True,
+        "text_only": True,
+        "attention": {"kv_bytes_per_token": 16340},
+    },
+    "image": {"ref": "ghcr.io/example-org/spark-vllm-b12x@" + DIGEST, "vllm_version": "0.32.0"},
+    "context_length": 262144,
+    "vllm_options": {"kv-cache-dtype": "fp8", "limit-mm-per-prompt": {"image": 0, "video": 0}},
+    "speculative": {"method": "mtp", "num_tokens": 4, "drafter_gib": 2},
+    "memory": {"margin_gib": 5, "activation_reserve_gib": 5.5},
+    "max_jobs": 2,
+    "defaults": {"max_num_seqs": 12},
+    "nodes": {"spark-a": {"gpu_memory_utilization": 0.78}, "spark-b": {"gpu_memory_utilization": 0.74}},
+}
+
+
+def node(address, available_mib, reserve_gib, ifname="enp1s0f0np0"):
+    return {
+        "fabric_interface": ifname,
+        "fabric_address": address,
+        "facts": {
+            "mem_total_mib": 124608,
+            "mem_available_mib": available_mib,
+            "cores": 20,
+            "interfaces": {ifname: address + "/24", "enP7s7": "192.168.1." + address.rsplit(".", 1)[1] + "/24"},
+        },
+        "facts_source": {},
+        "other_work_reserve_gib": reserve_gib,
+        "snapshot_path": None,
+        "hf_cache_dir": "/var/lib/gb10/hf-cache",
+    }
+
+
+def nodes():
+    return {"spark-a": node("192.168.200.11", 117500, 1), "spark-b": node("192.168.200.12", 112000, 3)}
+
+
+def run(profile, node_map=None, name="p", **kwargs):
+    """Plan ``profile`` on the pair (spark-a head, spark-b worker)."""
+    kwargs.setdefault("fabric_cidr", CIDR)
+    kwargs.setdefault("ray_head", "spark-a")
+    kwargs.setdefault("ray_workers", ["spark-b"])
+    return plan_mod.plan(name, {name: profile}, node_map if node_map is not None else nodes(), **kwargs)
+
+
+def tp(**changes):
+    return _changed(TP_PROFILE, changes)
+
+
+def replicas(**changes):
+    return _changed(REPLICAS_PROFILE, changes)
+
+
+def _changed(base, changes):
+    profile = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        keys = dotted.split("__")
+        target = profile
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        if value is _DELETE:
+            target.pop(keys[-1], None)
+        else:
+            target[keys[-1]] = value
+    return profile
+
+
+_DELETE = object()
+DELETE = _DELETE
+
+
+def rules(result):
+    return [v["rule"] for v in result["violations"]]
+
+
+def only(result, rule):
+    """The one violation of ``result``, which must be ``rule`` (and the only one)."""
+    assert rules(result) == [rule], result["violations"]
+    return result["violations"][0]
