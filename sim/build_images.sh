@@ -57,7 +57,12 @@ build_node() {
     say "node image $SIM_NODE_IMAGE is current"; return
   fi
   local base_root="$SIM_BUILD/rootfs-base" root="$SIM_BUILD/rootfs-node"
-  [ -d "$base_root/etc" ] || { docker image rm "$SIM_BASE_IMAGE" >/dev/null 2>&1 || true; build_base; }
+  if [ ! -d "$base_root/etc" ]; then
+    # A fresh checkout with a cached base image: take the rootfs back out of it instead of debootstrapping.
+    local cid; cid=$(docker create "$SIM_BASE_IMAGE" /bin/true)
+    rm -rf "$base_root"; mkdir -p "$base_root"; docker export "$cid" | tar -C "$base_root" -x; docker rm "$cid" >/dev/null
+    rm -f "$base_root/.dockerenv"
+  fi
   rm -rf "$root"; cp -a "$base_root" "$root"
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
   say "installing the node's own Docker engine into the node rootfs"
