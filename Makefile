@@ -5,11 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Where sim/publish_image.sh records the stand-in's registry digest; inventories/sim reads it (placeholder if absent).
+export GB10_SIM_IMAGES := $(CURDIR)/sim/build/images.yml
 SIM_PROFILE ?= sim-replicas
 SIM_NODES ?= 2
 export SIM_NODES
 
-.PHONY: help plan venv collections sim sim-images sim-up sim-converge sim-down test lint unit molecule integration clean
+.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit molecule integration clean
 
 help:
 	@echo "make sim       build and start the two-node simulation, converge site.yml (SIM_PROFILE=$(SIM_PROFILE))"
@@ -30,6 +32,7 @@ collections: venv
 
 sim-images: collections
 	@sim/build_images.sh
+	@sim/standin/build.sh
 
 sim-up: sim-images
 	@sim/up.sh
@@ -37,7 +40,10 @@ sim-up: sim-images
 sim-converge: collections
 	ansible-playbook -i inventories/sim site.yml -e serving_profile=$(SIM_PROFILE)
 
-sim: sim-up sim-converge
+sim-publish: sim-up
+	@sim/publish_image.sh
+
+sim: sim-publish sim-converge
 	@sim/hello.sh
 
 plan: collections

@@ -8,7 +8,8 @@ mkdir -p "$SIM_BUILD"
 
 BASE_INCLUDE="systemd,systemd-sysv,dbus,python3,python3-apt,sudo,procps,iproute2,ca-certificates"
 base_stamp=$(printf '%s %s' "$BASE_INCLUDE" "$SIM_MIRROR" | sha256sum | cut -c1-16)
-node_stamp=$(recipe_stamp "$0" "$SIM_ROOT/node/packages.txt" "$SIM_ROOT/node/daemon.json" "$SIM_ROOT/node/registry.yml")-$base_stamp
+node_stamp=$(recipe_stamp "$0" "$SIM_ROOT/node/packages.txt" "$SIM_ROOT/node/daemon.json" "$SIM_ROOT/node/registry.yml" \
+  "$SIM_ROOT/fake_nvidia_packages/build.sh")-$base_stamp
 
 chroot_run() {
   local root=$1; shift
@@ -71,6 +72,11 @@ build_node() {
   rm -f "$root/usr/sbin/policy-rc.d"
   install -D -m 0644 "$SIM_ROOT/node/daemon.json" "$root/etc/docker/daemon.json"
   install -D -m 0644 "$SIM_ROOT/node/registry.yml" "$root/etc/docker/registry/config.yml"
+  # DGX OS ships its NVIDIA archive configured: the node carries the fake kernel/driver packages as a local repository.
+  "$SIM_ROOT/fake_nvidia_packages/build.sh" "$root/srv/gb10-fake-nvidia-repo" >"$SIM_BUILD/fake_nvidia_packages.log" 2>&1 \
+    || die "building the fake NVIDIA packages failed, see $SIM_BUILD/fake_nvidia_packages.log"
+  echo "deb [trusted=yes] file:/srv/gb10-fake-nvidia-repo ./" > "$root/etc/apt/sources.list.d/gb10-fake-nvidia.list"
+  chroot_run "$root" apt-get update -qq
   # The registry runs as its own container from this image; nodes never start it.
   rm -f "$root/etc/systemd/system/multi-user.target.wants/docker-registry.service"
   : > "$root/etc/machine-id"

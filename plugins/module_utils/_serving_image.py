@@ -1,0 +1,166 @@
+"""The serving image's rules as pure functions: the base reference, the pin gate and the identity of an image.
+
+The gate compares the installed Python distributions of the base image with those of the built image, both read
+from inside each image with importlib.metadata (names normalised as PEP 503 / packaging.utils.canonicalize_name),
+never from pip-freeze text. Seed 004: a layer that drags FlashInfer off its pin gives wrong numbers, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.gb10.serving.plugins.module_utils._plan import _DIGEST_REF_RE
+
+_CANONICAL_RE = re.compile(r"[-_.]+")
+
+# Runs inside an image (its own python): prints {"distributions": {name: [versions...]}, "ray": ...} as JSON.
+# Every copy of a name is kept, in sys.path order (the first is the one `import` sees).
+PROBE = r"""
+import importlib.metadata as md, json, re, sys
+try:
+    from packaging.utils import canonicalize_name as canon
+except ImportError:
+    def canon(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+dists = {}
+for dist in md.distributions():
+    name = dist.metadata["Name"]
+    if name:
+        dists.setdefault(str(canon(name)), []).append(dist.version)
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "distributions": dists}
+if "--ray" in sys.argv:
+    try:
+        import ray
+        out["ray"] = {"imported": True, "version": ray.__version__}
+    except Exception as exc:
+        out["ray"] = {"imported": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def canonicalize_name(name):
+    """PEP 503 normalised name, the same as packaging.utils.canonicalize_name for valid names."""
+    return _CANONICAL_RE.sub("-", str(name)).lower()
+
+
+def ref_problem(ref, what="serving_image_base_ref"):
+    """Why ``ref`` is not a ``repository@sha256:<64 hex>`` reference (the plan's own rule), or None."""
+    ref = str(ref or "")
+    match = _DIGEST_REF_RE.match(ref)
+    if match and ":" not in match.group("repo").rsplit("/", 1)[-1]:
+        return None
+    if not ref:
+        return f"{what} is empty: give the base image as <repository>@sha256:<64 hex> (the profile's image.ref)"
+    return (
+        f"{what} {ref!r} is not pinned by digest: a tag can move under you (seed 004). Write it as "
+        "<repository>@sha256:<64 hex> without a tag (docker buildx imagetools inspect <ref> prints the digest)"
+    )
+
+
+def split_ref(ref):
+    """('registry:5000/gb10/x', 'sha256:...') of a digest reference."""
+    repo, _, digest = str(ref).partition("@")
+    return repo, digest
+
+
+def parse_probe(stdout):
+    """The probe's JSON with distribution names normalised again (a base may carry odd spellings)."""
+    data = json.loads(stdout.strip().splitlines()[-1])
+    dists = {}
+    for name, versions in (data.get("distributions") or {}).items():
+        dists.setdefault(canonicalize_name(name), []).extend(versions)
+    data["distributions"] = dists
+    return data
+
+
+def effective_versions(dists):
+    """{name: version}: the first copy on sys.path, the one an import loads."""
+    return {name: versions[0] for name, versions in dists.items() if versions}
+
+
+def diff_distributions(base, built):
+    """Compare {name: version} maps: moved [(name, base, built)], missing [(name, base)], added {name: version}."""
+    moved, missing = [], []
+    for name in sorted(base):
+        if name not in built:
+            missing.append((name, base[name]))
+        elif str(built[name]) != str(base[name]):
+            moved.append((name, base[name], built[name]))
+    added = {name: built[name] for name in sorted(built) if name not in base}
+    return {"moved": moved, "missing": missing, "added": added}
+
+
+def critical_pin_problems(pins, base, built, image):
+    """Each critical pin of the profile must hold in the built image (and is expected in the base too)."""
+    problems = []
+    for raw_name, want in sorted((pins or {}).items()):
+        name = canonicalize_name(raw_name)
+        have = built.get(name)
+        if have is None:
+            problems.append(
+                f"critical pin {name}=={want}: {image} has no {name} (the base has "
+                f"{base.get(name, 'none either')}); use a base that carries it or fix image.critical_pins"
+            )
+        elif str(have) != str(want):
+            problems.append(
+                f"critical pin {name}=={want}: {image} has {name} {have} (base: {base.get(name, 'none')}); "
+                f"the image must carry exactly {want}"
+            )
+    return problems
+
+
+def gate_problems(diff, critical, ray, ray_cli, ray_version, image):
+    """Every reason the built image may not serve, each with package and both versions or the failing check."""
+    problems = [
+        f"{image}: the layer moved base pin {name} {old} -> {new}; pin {name}=={old} in serving_image_extra_pins "
+        f"or drop the requirement that drags it"
+        for name, old, new in diff["moved"]
+    ]
+    problems += [
+        f"{image}: the layer removed base distribution {name} {old}; the serving image must keep every base pin"
+        for name, old in diff["missing"]
+    ]
+    problems += critical
+    ray = ray or {}
+    if not ray.get("imported"):
+        problems.append(f"{image}: `import ray` fails: {ray.get('error', 'no result')}")
+    elif ray_version and str(ray.get("version")) != str(ray_version):
+        problems.append(f"{image}: ray {ray.get('version')} is installed, serving_image_ray_version is {ray_version}")
+    if ray_cli.get("rc") != 0:
+        problems.append(f"{image}: `ray --version` exits {ray_cli.get('rc')}: {ray_cli.get('output', '').strip()}")
+    return problems
+
+
+def identity_of(inspect):
+    """Content identity of one `docker image inspect` entry: config digest (Id) and layer digests.
+
+    RepoDigests are left out on purpose: they do not survive docker save / docker load.
+    """
+    if not inspect:
+        return None
+    return {
+        "id": inspect.get("Id"),
+        "layers": list((inspect.get("RootFS") or {}).get("Layers") or []),
+    }
+
+
+def identity_problem(node, name, have, expected, expected_node):
+    """Why ``node``'s image ``name`` is not the one ``expected_node`` holds, or None."""
+    if expected is None or have is None:
+        return None
+    if have == expected:
+        return None
+    differing = [
+        i for i, pair in enumerate(zip(have["layers"], expected["layers"], strict=False)) if pair[0] != pair[1]
+    ]
+    layers = (
+        f"{len(have['layers'])} layers vs {len(expected['layers'])}"
+        if len(have["layers"]) != len(expected["layers"])
+        else f"layers {differing} differ"
+    )
+    return (
+        f"node {node} holds another image under {name}: Id {have['id']} ({layers}) while {expected_node} holds "
+        f"{expected['id']}. Remove it on {node} (docker image rm {name}) and re-run, so that every node serves the "
+        "same gated image"
+    )

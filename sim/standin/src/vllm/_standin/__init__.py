@@ -1,0 +1,1 @@
+"""The stand-in engine: argv, model loading, scheduling, HTTP server and metrics."""
