@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import copy
 import importlib
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
-if str(REPO / "collections") not in sys.path:
-    sys.path.insert(0, str(REPO / "collections"))
 
 _BASE = "ansible_collections.gb10.serving.plugins.module_utils."
 plan_mod = importlib.import_module(_BASE + "_plan")

@@ -5,15 +5,12 @@
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "lockstep"
-if str(REPO / "collections") not in sys.path:
-    sys.path.insert(0, str(REPO / "collections"))
 lockstep = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._lockstep")
 
 # The path modinfo reported on a DGX Spark for the prebuilt 580-open module (shared fixtures, section 3).

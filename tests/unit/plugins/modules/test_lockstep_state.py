@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -14,8 +13,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "lockstep"
-if str(REPO / "collections") not in sys.path:
-    sys.path.insert(0, str(REPO / "collections"))
 lockstep_state = importlib.import_module("ansible_collections.gb10.serving.plugins.modules.lockstep_state")
 basic = importlib.import_module("ansible.module_utils.basic")
 testing = importlib.import_module("ansible.module_utils.testing")
