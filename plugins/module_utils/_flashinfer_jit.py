@@ -1,0 +1,360 @@
+"""FlashInfer JIT prebuild: compile-job sizing, build-option refusals, build-log reading, cache layout and stamp.
+
+Pure functions over plain data, tested in tests/unit/plugins/module_utils/test_flashinfer_jit.py. Every rule is
+taken from the source of the pinned flashinfer-python release (0.6.18) and from seed 004 (pitfall 2, pitfall 7,
+"The CUTLASS saga"):
+
+- cache layout (``flashinfer/jit/env.py``): ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<archs>/``
+  with ``cached_ops/<module>/{build.ninja,*.o,<module>.so}`` and ``generated/``; ``<archs>`` joins the sorted
+  target archs, each ``<major><minor><suffix>`` (``90a`` for sm90, ``121a`` for GB10's sm121, ``120f`` for sm120).
+- module name (``flashinfer/fused_moe/core.py`` ``get_cutlass_fused_moe_module``): the backend is
+  ``major * 10 + minor``; 120 and 121 both build ``fused_moe_120``, 100/107/110 build ``fused_moe_100``.
+- debug build (``flashinfer/jit/core.py`` ``gen_jit_spec``): ``FLASHINFER_JIT_DEBUG`` when set, else
+  ``FLASHINFER_JIT_VERBOSE``, equal to ``"1"`` makes ``-g -O0 --device-debug -lineinfo``.
+- ``MAX_JOBS`` (``flashinfer/jit/cpp_ext.py`` ``_get_num_workers``): used as ``ninja -j`` only when it is all
+  digits; anything else is silently ignored and ninja runs one job per core plus two.
+"""
+
+import math
+import re
+
+from ansible_collections.gb10.serving.plugins.module_utils import _earlyoom
+
+MIB_PER_GIB = 1024
+
+# Worst per-compiler-job peak RSS measured, in MiB. See docs/flashinfer-jit.md for the run it comes from.
+DEFAULT_PER_JOB_PEAK_MIB = 9606
+DEFAULT_PER_JOB_PEAK_SOURCE = (
+    "H200 run 2026-11-30 (docs/flashinfer-jit.md): flashinfer 0.6.18 fused_moe_90 release build, worst cicc 9606 MiB"
+)
+DEFAULT_RESERVE_MIB = 8192
+
+STAMP_NAME = "gb10-prebuild.json"
+LOG_NAME = "gb10-prebuild.log"
+
+# Processes of the CUDA/C++ toolchain that a JIT build runs; an OOM kill of one of them is a build casualty.
+COMPILER_PROCESSES = (
+    "cicc",
+    "ptxas",
+    "cudafe++",
+    "nvcc",
+    "fatbinary",
+    "nvlink",
+    "cc1plus",
+    "cc1",
+    "c++",
+    "g++",
+    "gcc",
+    "ld",
+    "collect2",
+    "ninja",
+)
+
+
+class FlashinferJitError(ValueError):
+    """An input that cannot describe a real node or build."""
+
+
+def max_jobs(cores, mem_available_mib, reserve_mib=DEFAULT_RESERVE_MIB, per_job_peak_mib=DEFAULT_PER_JOB_PEAK_MIB):
+    """MAX_JOBS = min(cores, floor((MemAvailable - reserve) / per-job peak RSS)), with the arithmetic as text.
+
+    Returns a dict: ``jobs`` (0 when not even one job fits), ``limited_by`` ("cores", "memory" or "nothing fits"),
+    ``arithmetic`` (one printable line) and ``problem`` (None, or why no build may start).
+    """
+    for name, value in (
+        ("cores", cores),
+        ("mem_available_mib", mem_available_mib),
+        ("per_job_peak_mib", per_job_peak_mib),
+    ):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise FlashinferJitError(f"{name} must be a positive number, got {value!r}")
+    if not isinstance(reserve_mib, (int, float)) or isinstance(reserve_mib, bool) or reserve_mib < 0:
+        raise FlashinferJitError(f"reserve_mib must be a number >= 0, got {reserve_mib!r}")
+    cores = int(cores)
+    usable = mem_available_mib - reserve_mib
+    by_memory = max(0, math.floor(usable / per_job_peak_mib))
+    jobs = min(cores, by_memory)
+    if jobs == 0:
+        limited_by = "nothing fits"
+    elif by_memory < cores:
+        limited_by = "memory"
+    else:
+        limited_by = "cores"
+    arithmetic = (
+        f"MAX_JOBS = min(cores {cores}, floor((MemAvailable {mem_available_mib:.0f} MiB"
+        f" - reserve {reserve_mib:.0f} MiB)"
+        f" / per-job peak {per_job_peak_mib:.0f} MiB) = floor({usable:.0f} / {per_job_peak_mib:.0f}) = {by_memory})"
+        f" = {jobs} (limited by {limited_by}); worst case {jobs} x {per_job_peak_mib:.0f} MiB"
+        f" = {jobs * per_job_peak_mib:.0f} MiB of {max(usable, 0):.0f} MiB usable"
+    )
+    problem = None
+    if jobs == 0:
+        problem = (
+            f"not even one compile job fits: MemAvailable {mem_available_mib:.0f} MiB - reserve {reserve_mib:.0f} MiB"
+            f" < per-job peak {per_job_peak_mib:.0f} MiB. Stop what holds the memory (a loaded model?) and build"
+            " with no model resident (seed 004, the CUTLASS saga)."
+        )
+    return {"jobs": jobs, "limited_by": limited_by, "arithmetic": arithmetic, "problem": problem}
+
+
+def is_debug_build(env):
+    """True when flashinfer 0.6.18's gen_jit_spec would compile with -g -O0 --device-debug for this environment."""
+    env = env or {}
+    debug = env.get("FLASHINFER_JIT_DEBUG")
+    chosen = debug if debug is not None else env.get("FLASHINFER_JIT_VERBOSE", "0")
+    return str(chosen) == "1"
+
+
+def env_problems(env):
+    """Refusals for a build environment: a silent debug build, a MAX_JOBS that flashinfer ignores."""
+    env = env or {}
+    problems = []
+    if is_debug_build(env):
+        if env.get("FLASHINFER_JIT_DEBUG") is None:
+            problems.append(
+                "FLASHINFER_JIT_VERBOSE=1 without FLASHINFER_JIT_DEBUG=0 is silently a DEBUG build in flashinfer"
+                " (gen_jit_spec falls back to FLASHINFER_JIT_VERBOSE when FLASHINFER_JIT_DEBUG is unset): -g -O0"
+                " --device-debug -lineinfo, which ran a 128 GB machine out of memory (cicc up to 21 GB, ptxas up to"
+                " 33 GB). Set FLASHINFER_JIT_DEBUG=0 beside it, or drop FLASHINFER_JIT_VERBOSE."
+            )
+        else:
+            problems.append(
+                "FLASHINFER_JIT_DEBUG=1 asks for a debug build (-g -O0 --device-debug -lineinfo): the module vLLM"
+                " loads is the release build (-O3 -DNDEBUG), and the debug build ran a 128 GB machine out of memory."
+                " Set FLASHINFER_JIT_DEBUG=0."
+            )
+    max_jobs_value = env.get("MAX_JOBS")
+    if max_jobs_value is not None and not str(max_jobs_value).isdigit():
+        problems.append(
+            f"MAX_JOBS={max_jobs_value!r} is not all digits: flashinfer ignores it and ninja runs one job per core"
+            " plus two, the memory bomb of seed 004 pitfall 7."
+        )
+    elif max_jobs_value is not None and int(str(max_jobs_value)) == 0:
+        problems.append("MAX_JOBS=0 means no limit to ninja (-j 0): give a positive number.")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Which module vLLM asks for, and where flashinfer keeps it
+
+
+def _capability(compute_capability):
+    text = str(compute_capability).strip()
+    m = (
+        re.fullmatch(r"(\d+)\.(\d+)", text)
+        or re.fullmatch(r"sm_?(\d)(\d)", text)
+        or re.fullmatch(r"sm_?(\d\d)(\d)", text)
+    )
+    if not m:
+        raise FlashinferJitError(f"compute capability must look like '12.1' or 'sm121', got {compute_capability!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def arch_dir(compute_capability):
+    """flashinfer's per-arch cache folder for one GPU (CompilationContext._normalize_cuda_arch, CUDA >= 12.9)."""
+    major, minor = _capability(compute_capability)
+    if major == 9:
+        suffix = f"{minor}a"
+    elif major == 12:
+        suffix = "0f" if minor == 0 else f"{minor}a"
+    elif major >= 10:
+        suffix = f"{minor}a"
+    else:
+        suffix = f"{minor}"
+    return f"{major}{suffix}"
+
+
+_MOE_MODULES = {
+    "120": "fused_moe_120",
+    "121": "fused_moe_120",
+    "103": "fused_moe_103",
+    "100": "fused_moe_100",
+    "107": "fused_moe_100",
+    "110": "fused_moe_100",
+    "90": "fused_moe_90",
+    "89": "fused_moe_89",
+}
+
+
+def moe_backend(compute_capability):
+    major, minor = _capability(compute_capability)
+    return f"{major * 10 + minor}"
+
+
+def moe_module_name(compute_capability):
+    """The CUTLASS fused-MoE JIT module get_cutlass_fused_moe_module builds for this GPU."""
+    backend = moe_backend(compute_capability)
+    if backend not in _MOE_MODULES:
+        raise FlashinferJitError(f"flashinfer has no CUTLASS fused-MoE module for sm{backend}")
+    return _MOE_MODULES[backend]
+
+
+def cache_paths(workspace_base, flashinfer_version, compute_capability, module=None):
+    """Paths inside a FLASHINFER_WORKSPACE_BASE for the fused-MoE module of one arch (strings, posix)."""
+    module = module or moe_module_name(compute_capability)
+    base = str(workspace_base).rstrip("/")
+    workspace = f"{base}/.cache/flashinfer/{flashinfer_version}/{arch_dir(compute_capability)}"
+    build_dir = f"{workspace}/cached_ops/{module}"
+    return {
+        "workspace": workspace,
+        "build_dir": build_dir,
+        "library": f"{build_dir}/{module}.so",
+        "ninja": f"{build_dir}/build.ninja",
+        "stamp": f"{build_dir}/{STAMP_NAME}",
+        "log": f"{build_dir}/{LOG_NAME}",
+        "module": module,
+    }
+
+
+def stamp(image_digest, flashinfer_version, compute_capability, library_sha256, max_jobs_used, seconds):
+    """The record written beside a finished module: what it was built for and by what."""
+    return {
+        "image_digest": image_digest,
+        "flashinfer_version": flashinfer_version,
+        "arch": arch_dir(compute_capability),
+        "module": moe_module_name(compute_capability),
+        "library_sha256": library_sha256,
+        "max_jobs": max_jobs_used,
+        "build_seconds": seconds,
+    }
+
+
+def cache_state(wanted, found_stamp, library_sha256):
+    """Is the module in the cache for (image digest, flashinfer version, arch)?
+
+    ``wanted``: dict with image_digest, flashinfer_version, compute_capability. ``found_stamp``: the parsed stamp or
+    None. ``library_sha256``: the .so's checksum, or None when the file is missing. Returns (present, reason).
+    """
+    if library_sha256 is None:
+        return False, "the module library is not in the cache"
+    if not found_stamp:
+        return False, "the module library is there but carries no prebuild stamp (built by someone else, or cut short)"
+    expect = {
+        "image_digest": wanted["image_digest"],
+        "flashinfer_version": wanted["flashinfer_version"],
+        "arch": arch_dir(wanted["compute_capability"]),
+        "module": moe_module_name(wanted["compute_capability"]),
+    }
+    for key, value in expect.items():
+        if found_stamp.get(key) != value:
+            return False, f"stamp {key} is {found_stamp.get(key)!r}, wanted {value!r}"
+    if found_stamp.get("library_sha256") != library_sha256:
+        return False, "the module library changed since it was stamped"
+    return (
+        True,
+        f"{expect['module']} for {expect['arch']}, flashinfer {expect['flashinfer_version']}, {expect['image_digest']}",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading a build log: an OOM kill presents as something else (seed 004 pitfall 2)
+
+_STEP_RE = re.compile(r"^\s*\[\d+/\d+\]\s")
+_FAILED_RE = re.compile(r"^FAILED:\s*(?:\[code=(?P<code>\d+)\]\s*)?(?P<target>.*)$")
+_DIAGNOSTIC_RE = re.compile(
+    r"(\berror\b\s*:|\bfatal error\b|nvcc fatal|errors? detected in the compilation"
+    r"|cannot find -l|undefined reference to)",
+    re.IGNORECASE,
+)
+_TERMINATED_RE = re.compile(r"^\s*compilation terminated\.\s*$", re.IGNORECASE)
+_SIGNAL_RE = re.compile(
+    r"(died due to signal (?P<nvcc_sig>\d+)|Killed signal terminated program (?P<gcc_prog>\S+)|^\s*Killed\s*$)"
+)
+_KERNEL_OOM_RE = re.compile(r"(?:Out of memory|oom-kill).*?Killed process (?P<pid>\d+) \((?P<name>[^)]+)\)")
+_SIGNAL_EXIT_CODES = {137: "SIGKILL", 143: "SIGTERM"}
+
+
+def _failed_blocks(lines):
+    blocks = []
+    current = None
+    for line in lines:
+        m = _FAILED_RE.match(line)
+        if m:
+            current = {"target": m.group("target").strip(), "code": m.group("code"), "lines": []}
+            blocks.append(current)
+            continue
+        if current is not None and (_STEP_RE.match(line) or line.startswith("ninja: ")):
+            current = None
+            continue
+        if current is not None:
+            current["lines"].append(line)
+    return blocks
+
+
+def _classify_block(block):
+    body = block["lines"]
+    code = int(block["code"]) if block["code"] else None
+    diagnostics = [line.strip() for line in body if _DIAGNOSTIC_RE.search(line)]
+    signalled = [line.strip() for line in body if _SIGNAL_RE.search(line)]
+    terminated = any(_TERMINATED_RE.match(line) for line in body)
+    if code in _SIGNAL_EXIT_CODES or signalled:
+        why = f"exit code {code} ({_SIGNAL_EXIT_CODES[code]})" if code in _SIGNAL_EXIT_CODES else signalled[0]
+        return "oom_kill", why
+    if diagnostics:
+        return "compile_error", diagnostics[0]
+    if terminated:
+        return "oom_kill", "'Compilation terminated.' with no compiler diagnostic: the compiler was killed by a signal"
+    return "failed", f"exit code {code}" if code is not None else "no reason printed"
+
+
+def classify_build_log(build_lines, journal_lines=()):
+    """Classify a FlashInfer/ninja build log, with the earlyoom (or kernel) lines that name a killed process.
+
+    Returns a dict: ``kind`` ("ok", "oom_kill", "compile_error", "failed"), ``steps`` (per failed ninja step:
+    target, kind, why), ``kills`` (earlyoom's (signal, pid, name) and the kernel OOM killer's victims),
+    ``compiler_kills`` (those of them that are toolchain processes) and ``message`` (one paragraph for the operator).
+    """
+    build_lines = list(build_lines)
+    journal_lines = list(journal_lines)
+    steps = []
+    for block in _failed_blocks(build_lines):
+        kind, why = _classify_block(block)
+        steps.append({"target": block["target"], "kind": kind, "why": why})
+    if not steps:
+        # A log without ninja's FAILED lines (a compiler run alone): judge the whole text.
+        kind, why = _classify_block({"target": "", "code": None, "lines": build_lines})
+        if kind != "failed":
+            steps.append({"target": "", "kind": kind, "why": why})
+    kills = [{"signal": s, "pid": p, "name": n, "source": "earlyoom"} for s, p, n in _earlyoom.kills(journal_lines)]
+    for m in map(_KERNEL_OOM_RE.search, journal_lines):
+        if m:
+            kills.append({"signal": "SIGKILL", "pid": int(m.group("pid")), "name": m.group("name"), "source": "kernel"})
+    compiler_kills = [k for k in kills if k["name"] in COMPILER_PROCESSES]
+    kinds = {s["kind"] for s in steps}
+    if "oom_kill" in kinds or (compiler_kills and steps):
+        kind = "oom_kill"
+    elif "compile_error" in kinds:
+        kind = "compile_error"
+    elif steps or any(line.startswith("ninja: build stopped") for line in build_lines):
+        kind = "failed"
+    else:
+        kind = "ok"
+    return {
+        "kind": kind,
+        "steps": steps,
+        "kills": kills,
+        "compiler_kills": compiler_kills,
+        "message": _message(kind, steps, kills, compiler_kills),
+    }
+
+
+def _message(kind, steps, kills, compiler_kills):
+    if kind == "ok":
+        return "build finished"
+    if kind == "oom_kill":
+        killed = [s for s in steps if s["kind"] == "oom_kill"]
+        named = compiler_kills or kills
+        who = (
+            "; ".join(f"{k['source']} sent {k['signal']} to {k['name']} (pid {k['pid']})" for k in named)
+            if named
+            else "no earlyoom or kernel OOM line names the process: read journalctl -u earlyoom and the kernel log"
+        )
+        return (
+            f"OUT OF MEMORY, not a compile error: {len(killed)} compile step(s) killed by a signal"
+            f" ({killed[0]['why'] if killed else 'a compiler was killed'}). {who}. Build with no model resident and a"
+            " lower MAX_JOBS (flashinfer_jit_per_job_peak_mib up, or flashinfer_jit_reserve_mib up)."
+        )
+    if kind == "compile_error":
+        first = next(s for s in steps if s["kind"] == "compile_error")
+        return f"compile error in {first['target'] or 'the build'}: {first['why']}"
+    return f"build failed: {steps[0]['why'] if steps else 'ninja stopped'}"

@@ -1,0 +1,197 @@
+#!/usr/bin/python
+"""Module gb10.serving.flashinfer_jit_plan: MAX_JOBS, refusals and cache state for the FlashInfer JIT prebuild."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: flashinfer_jit_plan
+short_description: Decide whether and how to prebuild FlashInfer's CUTLASS fused-MoE module on this node
+description:
+  - Reads the node's MemAvailable (/proc/meminfo) and core count unless given, and computes
+    MAX_JOBS = min(cores, floor((MemAvailable - reserve) / per-job peak RSS)) with the arithmetic as text.
+  - Refuses a build environment that flashinfer would turn into a debug build (FLASHINFER_JIT_VERBOSE=1 without
+    FLASHINFER_JIT_DEBUG=0, or FLASHINFER_JIT_DEBUG=1).
+  - Looks in the host cache folder for the module of (image digest, flashinfer version, arch) with its prebuild stamp.
+attributes:
+  check_mode:
+    support: full
+    details: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+options:
+  cache_dir:
+    description: Host folder bind-mounted as FLASHINFER_WORKSPACE_BASE in the build and serving containers.
+    type: path
+    required: true
+  workspace_base:
+    description: The container path of that folder (FLASHINFER_WORKSPACE_BASE).
+    type: str
+    required: true
+  image_digest:
+    description: The gated serving image, repository@sha256:...
+    type: str
+    required: true
+  flashinfer_version:
+    description: The flashinfer-python version the image pins.
+    type: str
+    required: true
+  compute_capability:
+    description: The node GPU's compute capability, C(12.1) for GB10.
+    type: str
+    required: true
+  env:
+    description: The container environment the build gets (the plan's for this node).
+    type: dict
+    default: {}
+  per_job_peak_mib:
+    description: Peak RSS of one compile job, MiB.
+    type: int
+    required: true
+  reserve_mib:
+    description: Memory kept free for everything else, MiB.
+    type: int
+    required: true
+  cores:
+    description: Cores to use; 0 reads the node.
+    type: int
+    default: 0
+  mem_available_mib:
+    description: MemAvailable in MiB; 0 reads /proc/meminfo.
+    type: int
+    default: 0
+author:
+  - gb10.serving maintainers
+"""
+
+EXAMPLES = r"""
+- name: Plan the FlashInfer prebuild
+  gb10.serving.flashinfer_jit_plan:
+    cache_dir: /var/lib/gb10/flashinfer-cache
+    workspace_base: /root/.cache/flashinfer-workspace
+    image_digest: registry:5000/vllm@sha256:0123...
+    flashinfer_version: 0.6.18
+    compute_capability: "12.1"
+    per_job_peak_mib: 9606
+    reserve_mib: 8192
+"""
+
+RETURN = r"""
+max_jobs:
+  description: MAX_JOBS for the build (0 when not even one job fits).
+  type: int
+  returned: always
+arithmetic:
+  description: The MAX_JOBS arithmetic, one line.
+  type: str
+  returned: always
+problems:
+  description: Reasons the build may not start.
+  type: list
+  elements: str
+  returned: always
+present:
+  description: Whether the cache holds the module with a matching stamp.
+  type: bool
+  returned: always
+reason:
+  description: Why the cache counts as present or not.
+  type: str
+  returned: always
+module:
+  description: The module name (fused_moe_120 on GB10).
+  type: str
+  returned: always
+host_paths:
+  description: Library, stamp, log and build folder on the host.
+  type: dict
+  returned: always
+"""
+
+import hashlib
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+
+
+def _mem_available_mib():
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def _sha256(path):
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stamp(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def run(params):
+    cores = params["cores"] or os.cpu_count() or 1
+    mem = params["mem_available_mib"] or _mem_available_mib()
+    sizing = fj.max_jobs(cores, mem, params["reserve_mib"], params["per_job_peak_mib"])
+    problems = fj.env_problems(params["env"])
+    if sizing["problem"]:
+        problems.append(sizing["problem"])
+    host = fj.cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
+    container = fj.cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
+    wanted = {
+        "image_digest": params["image_digest"],
+        "flashinfer_version": params["flashinfer_version"],
+        "compute_capability": params["compute_capability"],
+    }
+    present, reason = fj.cache_state(wanted, _stamp(host["stamp"]), _sha256(host["library"]))
+    return {
+        "changed": False,
+        "max_jobs": sizing["jobs"],
+        "arithmetic": sizing["arithmetic"],
+        "problems": problems,
+        "present": present,
+        "reason": reason,
+        "module": host["module"],
+        "arch": fj.arch_dir(params["compute_capability"]),
+        "host_paths": host,
+        "container_paths": container,
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "cache_dir": {"type": "path", "required": True},
+            "workspace_base": {"type": "str", "required": True},
+            "image_digest": {"type": "str", "required": True},
+            "flashinfer_version": {"type": "str", "required": True},
+            "compute_capability": {"type": "str", "required": True},
+            "env": {"type": "dict", "default": {}},
+            "per_job_peak_mib": {"type": "int", "required": True},
+            "reserve_mib": {"type": "int", "required": True},
+            "cores": {"type": "int", "default": 0},
+            "mem_available_mib": {"type": "int", "default": 0},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run(module.params))
+    except fj.FlashinferJitError as exc:
+        module.fail_json(msg=str(exc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Build the CUTLASS fused-MoE JIT module that vLLM will ask FlashInfer for, into FLASHINFER_WORKSPACE_BASE.
+
+Runs inside a throwaway container of the serving image (roles/flashinfer_jit) or bare on a machine with torch, nvcc
+and ninja (device/flashinfer/). It makes the same call vLLM's flashinfer_cutlass MoE path makes:
+``flashinfer.fused_moe.core.get_cutlass_fused_moe_module(str(major * 10 + minor))`` with use_fast_build False, so
+the build.ninja, the objects and the .so are the ones the serving process would build at KV-cache profiling, and
+a later build_and_load() there finds ninja with nothing to do.
+
+Output: ninja's own lines (tee'd to <build_dir>/gb10-prebuild.log), then one line
+``GB10_PREBUILD_RESULT {json}``; on success a stamp <build_dir>/gb10-prebuild.json records (image digest,
+flashinfer version, arch, module, .so sha256, MAX_JOBS, seconds). Exit 0 built or already there, 2 refused,
+3 build failed.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+STAMP_NAME = "gb10-prebuild.json"
+LOG_NAME = "gb10-prebuild.log"
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _result(**fields):
+    print("GB10_PREBUILD_RESULT " + json.dumps(fields, sort_keys=True), flush=True)
+
+
+def _import_spec(backend):
+    """The JitSpec vLLM's call builds, and flashinfer's cache folders (imported from the installed flashinfer)."""
+    from flashinfer.jit import env as jit_env
+    from flashinfer.jit import fused_moe as jit_fused_moe
+
+    generators = {
+        "120": "gen_cutlass_fused_moe_sm120_module",
+        "121": "gen_cutlass_fused_moe_sm120_module",
+        "103": "gen_cutlass_fused_moe_sm103_module",
+        "100": "gen_cutlass_fused_moe_sm100_module",
+        "107": "gen_cutlass_fused_moe_sm100_module",
+        "110": "gen_cutlass_fused_moe_sm100_module",
+        "90": "gen_cutlass_fused_moe_sm90_module",
+        "89": "gen_cutlass_fused_moe_sm89_module",
+    }
+    spec = getattr(jit_fused_moe, generators[backend])(use_fast_build=False)
+    return spec, jit_env
+
+
+def _capability(args):
+    if args.compute_capability:
+        major, minor = (int(x) for x in args.compute_capability.split("."))
+        return major, minor
+    import torch
+
+    return torch.cuda.get_device_capability(0)
+
+
+def child(args):
+    """Build in this process (stdout is the parent's pipe): get_cutlass_fused_moe_module, as vLLM calls it."""
+    major, minor = _capability(args)
+    backend = f"{major * 10 + minor}"
+    try:
+        from flashinfer.fused_moe.core import get_cutlass_fused_moe_module
+    except Exception as exc:
+        # The serving image imports the whole package; a bare machine may lack optional dependencies of
+        # flashinfer/__init__: build the very same JitSpec through flashinfer.jit instead.
+        print(f"gb10-prebuild: flashinfer.fused_moe unavailable ({exc}); building the same JitSpec", flush=True)
+        spec, _ = _import_spec(backend)
+        spec.build_and_load()
+        return 0
+    get_cutlass_fused_moe_module(backend)
+    return 0
+
+
+def parent(args):
+    env = os.environ
+    refusals = []
+    debug = env.get("FLASHINFER_JIT_DEBUG")
+    if (debug if debug is not None else env.get("FLASHINFER_JIT_VERBOSE", "0")) == "1":
+        refusals.append("debug build: FLASHINFER_JIT_DEBUG (or FLASHINFER_JIT_VERBOSE without it) is 1")
+    max_jobs = env.get("MAX_JOBS", "")
+    if not max_jobs.isdigit() or int(max_jobs) == 0:
+        refusals.append(f"MAX_JOBS={max_jobs!r}: a positive integer is required (flashinfer ignores anything else)")
+    if args.compute_capability:
+        major, minor = (int(x) for x in args.compute_capability.split("."))
+        # Same arch folder as the serving process computes from the GPU (CompilationContext).
+        os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}")
+    major, minor = _capability(args)
+    backend = f"{major * 10 + minor}"
+    spec, jit_env = _import_spec(backend)
+    import flashinfer.jit.env as env_module
+
+    version = env_module.flashinfer_version
+    build_dir = str(spec.build_dir)
+    library = str(spec.jit_library_path)
+    flags = list(spec.extra_cuda_cflags or [])
+    if "--device-debug" in flags or "-O0" in flags:
+        refusals.append(f"flashinfer generated a debug JitSpec (cuda flags include {flags[-6:]})")
+    common = {
+        "module": spec.name,
+        "build_dir": build_dir,
+        "library": library,
+        "flashinfer_version": version,
+        "workspace": str(jit_env.FLASHINFER_WORKSPACE_DIR),
+        "backend": backend,
+        "max_jobs": max_jobs,
+        "sources": len(spec.sources),
+    }
+    if refusals:
+        _result(status="refused", refusals=refusals, **common)
+        return 2
+    os.makedirs(build_dir, exist_ok=True)
+    stamp_path = os.path.join(build_dir, STAMP_NAME)
+    if os.path.exists(library) and os.path.exists(stamp_path):
+        with open(stamp_path) as handle:
+            found = json.load(handle)
+        if found.get("image_digest") == args.image_digest and found.get("library_sha256") == _sha256(library):
+            _result(status="present", stamp=found, **common)
+            return 0
+    child_env = dict(env)
+    # Ninja's lines on stdout, release flags kept: FLASHINFER_JIT_DEBUG=0 pins the release build.
+    child_env.update({"FLASHINFER_JIT_VERBOSE": "1", "FLASHINFER_JIT_DEBUG": "0", "PYTHONUNBUFFERED": "1"})
+    argv = [sys.executable, os.path.abspath(__file__), "--child"]
+    if args.compute_capability:
+        argv += ["--compute-capability", args.compute_capability]
+    started = time.time()
+    log_path = os.path.join(build_dir, LOG_NAME)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+            log.flush()
+        rc = proc.wait()
+    seconds = round(time.time() - started, 1)
+    if rc != 0 or not os.path.exists(library):
+        _result(status="failed", rc=rc, seconds=seconds, log=log_path, **common)
+        return 3
+    stamp = {
+        "image_digest": args.image_digest,
+        "flashinfer_version": version,
+        "arch": os.path.basename(str(jit_env.FLASHINFER_WORKSPACE_DIR)),
+        "module": spec.name,
+        "library_sha256": _sha256(library),
+        "max_jobs": int(max_jobs),
+        "build_seconds": seconds,
+    }
+    with open(stamp_path + ".tmp", "w") as handle:
+        json.dump(stamp, handle, sort_keys=True, indent=1)
+    os.replace(stamp_path + ".tmp", stamp_path)
+    _result(status="built", seconds=seconds, stamp=stamp, log=log_path, **common)
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image-digest", default=os.environ.get("GB10_IMAGE_DIGEST", "unknown"))
+    parser.add_argument("--compute-capability", default=os.environ.get("GB10_COMPUTE_CAPABILITY", ""))
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    return parent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

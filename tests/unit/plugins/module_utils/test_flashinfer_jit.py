@@ -1,0 +1,276 @@
+"""FlashInfer JIT prebuild logic (seed 004 pitfall 2, pitfall 7, "The CUTLASS saga"; issue 9)."""
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "flashinfer_jit"
+GIB = 1024
+
+
+def lines(name):
+    return (FIXTURES / name).read_text().splitlines()
+
+
+# --- MAX_JOBS -------------------------------------------------------------------------------------------------------
+
+
+def test_max_jobs_gb10_with_no_model_resident():
+    """~110 GiB free on a 20-core GB10: memory, not cores, limits the jobs (seed 004 used 10)."""
+    result = fj.max_jobs(cores=20, mem_available_mib=110 * GIB, reserve_mib=8192, per_job_peak_mib=9606)
+    assert result["jobs"] == 10
+    assert result["limited_by"] == "memory"
+    assert result["problem"] is None
+    assert "floor(104448 / 9606) = 10" in result["arithmetic"]
+    assert result["arithmetic"].startswith("MAX_JOBS = min(cores 20, floor((MemAvailable 112640 MiB")
+
+
+def test_max_jobs_printed_for_the_h200_run():
+    """The arithmetic the device run printed (docs/flashinfer-jit.md), with the per-job figure it ran with."""
+    result = fj.max_jobs(cores=32, mem_available_mib=261502, reserve_mib=8192, per_job_peak_mib=9250)
+    assert result["jobs"] == 27
+    assert "floor(253310 / 9250) = 27) = 27 (limited by memory)" in result["arithmetic"]
+
+
+def test_max_jobs_limited_by_cores():
+    result = fj.max_jobs(cores=4, mem_available_mib=250 * GIB, reserve_mib=8192, per_job_peak_mib=9606)
+    assert (result["jobs"], result["limited_by"]) == (4, "cores")
+
+
+def test_pitfall_jit_memory_bomb_with_model_resident_refused():
+    """Seed 004 pitfall 7: ~10 GiB headroom with the weights loaded is not room for one cicc: refused, not attempted."""
+    result = fj.max_jobs(cores=20, mem_available_mib=10 * GIB, reserve_mib=8192, per_job_peak_mib=9606)
+    assert result["jobs"] == 0
+    assert result["limited_by"] == "nothing fits"
+    assert "no model resident" in result["problem"]
+
+
+def test_default_per_job_peak_is_the_h200_measurement():
+    assert fj.DEFAULT_PER_JOB_PEAK_MIB == 9606
+    assert "9606 MiB" in fj.DEFAULT_PER_JOB_PEAK_SOURCE
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"cores": 0, "mem_available_mib": 1000},
+        {"cores": 4, "mem_available_mib": -1},
+        {"cores": 4, "mem_available_mib": 1000, "per_job_peak_mib": 0},
+        {"cores": 4, "mem_available_mib": 1000, "reserve_mib": -5},
+        {"cores": True, "mem_available_mib": 1000},
+    ],
+)
+def test_max_jobs_rejects_impossible_inputs(kwargs):
+    with pytest.raises(fj.FlashinferJitError):
+        fj.max_jobs(**kwargs)
+
+
+# --- build environment ------------------------------------------------------------------------------------------------
+
+
+def test_pitfall_jit_verbose_without_debug_is_a_debug_build():
+    """flashinfer 0.6.18 gen_jit_spec: FLASHINFER_JIT_DEBUG unset falls back to FLASHINFER_JIT_VERBOSE."""
+    env = {"FLASHINFER_JIT_VERBOSE": "1", "MAX_JOBS": "10"}
+    assert fj.is_debug_build(env)
+    problems = fj.env_problems(env)
+    assert len(problems) == 1
+    assert "FLASHINFER_JIT_DEBUG=0" in problems[0]
+    assert "-O0" in problems[0]
+
+
+def test_jit_verbose_with_debug_zero_is_release():
+    env = {"FLASHINFER_JIT_VERBOSE": "1", "FLASHINFER_JIT_DEBUG": "0", "MAX_JOBS": "10"}
+    assert not fj.is_debug_build(env)
+    assert fj.env_problems(env) == []
+
+
+def test_jit_debug_set_but_empty_wins_over_verbose():
+    """The real rule tests `is not None`: an empty FLASHINFER_JIT_DEBUG still overrides VERBOSE=1 (release)."""
+    assert not fj.is_debug_build({"FLASHINFER_JIT_VERBOSE": "1", "FLASHINFER_JIT_DEBUG": ""})
+
+
+def test_jit_debug_one_refused():
+    problems = fj.env_problems({"FLASHINFER_JIT_DEBUG": "1"})
+    assert len(problems) == 1
+    assert "FLASHINFER_JIT_DEBUG=1" in problems[0]
+
+
+@pytest.mark.parametrize("value", ["auto", "10 ", "-2", "0"])
+def test_pitfall_max_jobs_flashinfer_ignores_is_refused(value):
+    """cpp_ext._get_num_workers uses MAX_JOBS only when isdigit(); anything else means ninja's default, all cores."""
+    problems = fj.env_problems({"MAX_JOBS": value})
+    assert len(problems) == 1
+    assert "MAX_JOBS" in problems[0]
+
+
+def test_empty_environment_is_a_release_build():
+    assert fj.env_problems({}) == []
+    assert not fj.is_debug_build(None)
+
+
+# --- which module, where ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capability", "arch", "module"),
+    [
+        ("12.1", "121a", "fused_moe_120"),
+        ("sm121", "121a", "fused_moe_120"),
+        ("12.0", "120f", "fused_moe_120"),
+        ("9.0", "90a", "fused_moe_90"),
+        ("10.0", "100a", "fused_moe_100"),
+        ("10.3", "103a", "fused_moe_103"),
+        ("8.9", "89", "fused_moe_89"),
+    ],
+)
+def test_arch_folder_and_module_follow_flashinfer(capability, arch, module):
+    assert fj.arch_dir(capability) == arch
+    assert fj.moe_module_name(capability) == module
+
+
+def test_no_cutlass_moe_module_for_older_gpus():
+    with pytest.raises(fj.FlashinferJitError, match="sm75"):
+        fj.moe_module_name("7.5")
+    with pytest.raises(fj.FlashinferJitError):
+        fj.arch_dir("hopper")
+
+
+def test_cache_layout_is_the_one_measured_on_h200():
+    """The path flashinfer 0.6.18 wrote on the H200 run, FLASHINFER_WORKSPACE_BASE=/var/tmp/gb10/ws."""
+    paths = fj.cache_paths("/var/tmp/gb10/ws/", "0.6.18", "9.0")
+    assert paths["library"] == "/var/tmp/gb10/ws/.cache/flashinfer/0.6.18/90a/cached_ops/fused_moe_90/fused_moe_90.so"
+    assert paths["stamp"].endswith("/fused_moe_90/gb10-prebuild.json")
+
+
+def test_cache_layout_gb10_host_and_container_differ_only_in_base():
+    host = fj.cache_paths("/var/lib/gb10/flashinfer-cache", "0.6.18", "12.1")
+    container = fj.cache_paths("/root/.cache/flashinfer-workspace", "0.6.18", "12.1")
+    suffix = "/.cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120/fused_moe_120.so"
+    assert host["library"] == "/var/lib/gb10/flashinfer-cache" + suffix
+    assert container["library"] == "/root/.cache/flashinfer-workspace" + suffix
+
+
+# --- cache presence (idempotence) -------------------------------------------------------------------------------------
+
+DIGEST = "registry:5000/vllm@sha256:" + "a" * 64
+WANTED = {"image_digest": DIGEST, "flashinfer_version": "0.6.18", "compute_capability": "12.1"}
+
+
+def good_stamp():
+    return fj.stamp(DIGEST, "0.6.18", "12.1", "f" * 64, 10, 1500.0)
+
+
+def test_cache_present_when_stamp_matches():
+    present, reason = fj.cache_state(WANTED, good_stamp(), "f" * 64)
+    assert present
+    assert "fused_moe_120 for 121a" in reason
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        ({"image_digest": "registry:5000/vllm@sha256:" + "b" * 64}, "stamp image_digest"),
+        ({"flashinfer_version": "0.6.17"}, "stamp flashinfer_version"),
+        ({"arch": "90a"}, "stamp arch"),
+    ],
+)
+def test_cache_stale_when_stamp_differs(change, expect):
+    stamp = good_stamp() | change
+    present, reason = fj.cache_state(WANTED, stamp, "f" * 64)
+    assert not present
+    assert reason.startswith(expect)
+
+
+def test_cache_missing_library_or_stamp_or_changed_library():
+    assert fj.cache_state(WANTED, good_stamp(), None) == (False, "the module library is not in the cache")
+    assert not fj.cache_state(WANTED, None, "f" * 64)[0]
+    present, reason = fj.cache_state(WANTED, good_stamp(), "e" * 64)
+    assert not present
+    assert "changed" in reason
+
+
+# --- build logs: an OOM kill presents as something else (seed 004 pitfall 2) ------------------------------------------
+
+
+def test_pitfall_compilation_terminated_is_oom_kill():
+    """A bare "Compilation terminated." with no diagnostic is a signal; earlyoom's line names cicc."""
+    result = fj.classify_build_log(lines("bare_compilation_terminated.log"), lines("earlyoom_cicc_kill.txt"))
+    assert result["kind"] == "oom_kill"
+    assert result["steps"][0]["kind"] == "oom_kill"
+    assert result["compiler_kills"] == [{"signal": "SIGTERM", "pid": 1848676, "name": "cicc", "source": "earlyoom"}]
+    assert result["message"].startswith("OUT OF MEMORY, not a compile error")
+    assert "earlyoom sent SIGTERM to cicc (pid 1848676)" in result["message"]
+
+
+def test_pitfall_ninja_code_137_killed_is_oom_kill():
+    result = fj.classify_build_log(lines("ninja_code137_killed.log"))
+    assert result["kind"] == "oom_kill"
+    assert result["steps"] == [
+        {
+            "target": "/root/.cache/flashinfer-workspace/.cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120/"
+            "moe_gemm_moe_gemm_kernels_fp8_fp4.cuda.o",
+            "kind": "oom_kill",
+            "why": "exit code 137 (SIGKILL)",
+        }
+    ]
+    assert "no earlyoom or kernel OOM line names the process" in result["message"]
+
+
+def test_pitfall_gcc_killed_signal_then_compilation_terminated_is_oom_kill():
+    result = fj.classify_build_log(lines("gcc_killed_signal.log"))
+    assert result["kind"] == "oom_kill"
+    assert "cc1plus" in result["steps"][0]["why"]
+
+
+def test_pitfall_nvcc_died_due_to_signal_is_oom_kill():
+    log = ["FAILED: [code=255] a.cuda.o", "nvcc error   : 'cicc' died due to signal 9 (Kill signal)"]
+    kernel = ["Nov 30 07:10:00 node kernel: Out of memory: Killed process 4242 (cicc) total-vm:9834112kB"]
+    result = fj.classify_build_log(log, kernel)
+    assert result["kind"] == "oom_kill"
+    assert result["compiler_kills"] == [{"signal": "SIGKILL", "pid": 4242, "name": "cicc", "source": "kernel"}]
+
+
+def test_missing_header_then_compilation_terminated_is_compile_error():
+    """gcc prints "compilation terminated." after a fatal error too: with a diagnostic, it is a real compile error."""
+    log = [
+        "FAILED: [code=1] flashinfer_cutlass_fused_moe_binding.cuda.o",
+        *lines("nvrtc_missing_gb10.txt")[:1],
+        "compilation terminated.",
+    ]
+    result = fj.classify_build_log(log)
+    assert result["kind"] == "compile_error"
+    assert "nvrtc.h: No such file or directory" in result["message"]
+
+
+def test_missing_nvrtc_library_at_link_is_compile_error():
+    log = ["FAILED: [code=1] fused_moe_120.so", *lines("nvrtc_missing_gb10.txt")[1:]]
+    result = fj.classify_build_log(log)
+    assert result["kind"] == "compile_error"
+    assert "-lnvrtc" in result["message"]
+
+
+def test_errors_detected_is_compile_error():
+    result = fj.classify_build_log(lines("ninja_progress_errors.log"))
+    assert result["kind"] == "compile_error"
+
+
+def test_real_h200_ccbin_failure_is_not_called_oom():
+    result = fj.classify_build_log(lines("h200_ccbin_failure.log"))
+    assert result["kind"] == "compile_error"
+    assert len(result["steps"]) == 2
+    assert "nvcc fatal" in result["steps"][0]["why"]
+
+
+def test_real_h200_progress_is_ok():
+    result = fj.classify_build_log(lines("h200_progress_ok.log"))
+    assert (result["kind"], result["message"]) == ("ok", "build finished")
+
+
+def test_unrelated_earlyoom_kill_does_not_make_a_clean_log_an_oom():
+    journal = ['earlyoom[1]: sending SIGTERM to process 906175 uid 1000 "java": oom_score 1170, VmRSS 43912 MiB']
+    result = fj.classify_build_log(lines("h200_progress_ok.log"), journal)
+    assert result["kind"] == "ok"
+    assert result["compiler_kills"] == []
+    assert result["kills"][0]["name"] == "java"

@@ -1,0 +1,66 @@
+"""gb10.serving.flashinfer_jit_plan over a real folder: the cache check the role skips its build on."""
+
+import hashlib
+import json
+
+from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.modules import flashinfer_jit_plan
+
+DIGEST = "registry:5000/vllm@sha256:" + "c" * 64
+
+
+def params(cache_dir, **over):
+    base = {
+        "cache_dir": str(cache_dir),
+        "workspace_base": "/root/.cache/flashinfer-workspace",
+        "image_digest": DIGEST,
+        "flashinfer_version": "0.6.18",
+        "compute_capability": "12.1",
+        "env": {"MAX_JOBS": "2"},
+        "per_job_peak_mib": 9606,
+        "reserve_mib": 8192,
+        "cores": 20,
+        "mem_available_mib": 112640,
+    }
+    return base | over
+
+
+def build(cache_dir, digest=DIGEST):
+    paths = fj.cache_paths(cache_dir, "0.6.18", "12.1")
+    library = cache_dir / paths["library"][len(str(cache_dir)) + 1 :]
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\x7fELF module")
+    sha = hashlib.sha256(library.read_bytes()).hexdigest()
+    (library.parent / fj.STAMP_NAME).write_text(json.dumps(fj.stamp(digest, "0.6.18", "12.1", sha, 10, 1.0)))
+    return library
+
+
+def test_empty_cache_means_build(tmp_path):
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert not result["present"]
+    assert result["max_jobs"] == 10
+    assert result["module"] == "fused_moe_120"
+    assert result["container_paths"]["library"].startswith("/root/.cache/flashinfer-workspace/.cache/flashinfer/")
+    assert result["problems"] == []
+
+
+def test_stamped_module_means_skip(tmp_path):
+    build(tmp_path)
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert result["present"], result["reason"]
+    assert result["changed"] is False
+
+
+def test_module_of_another_image_means_build(tmp_path):
+    build(tmp_path, digest="registry:5000/vllm@sha256:" + "d" * 64)
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert not result["present"]
+    assert result["reason"].startswith("stamp image_digest")
+
+
+def test_debug_environment_and_no_room_are_problems(tmp_path):
+    result = flashinfer_jit_plan.run(
+        params(tmp_path, env={"FLASHINFER_JIT_VERBOSE": "1", "MAX_JOBS": "2"}, mem_available_mib=10240)
+    )
+    assert len(result["problems"]) == 2
+    assert result["max_jobs"] == 0
