@@ -36,6 +36,7 @@ sim-images: collections
 
 sim-up: sim-images
 	@sim/up.sh
+	@sim/hub/up.sh
 
 sim-converge: collections
 	ansible-playbook -i inventories/sim site.yml -e serving_profile=$(SIM_PROFILE)

@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
                     "gb10_stated_facts",
                     "gb10_sim",
                     "memory_guard_other_work_reserve_gib",
-                    "gb10_model_snapshot_path",
+                    "model_weights_snapshot_path",
                     "gb10_hf_cache_dir",
                     "ansible_facts",
                 )

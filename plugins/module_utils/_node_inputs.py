@@ -72,6 +72,6 @@ def node_input(hostvars, use_measured=False):
         "facts_source": sources,
         "facts_measured": measured_values,
         "other_work_reserve_gib": hostvars.get("memory_guard_other_work_reserve_gib", 0),
-        "snapshot_path": hostvars.get("gb10_model_snapshot_path"),
+        "snapshot_path": hostvars.get("model_weights_snapshot_path"),
         "hf_cache_dir": hostvars.get("gb10_hf_cache_dir") or DEFAULT_HF_CACHE,
     }

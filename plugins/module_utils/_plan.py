@@ -608,6 +608,12 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
         max_seqs = _per_node_setting(profile, host, "max_num_seqs", None)
         entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
+        # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
+        serves = role != "ray_worker"
+        entry["port"] = port if serves else None
+        entry["max_num_seqs"] = (
+            max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
+        )
         entry["facts_source"] = dict(node.get("facts_source") or {})
         entry["facts_measured"] = dict(node.get("facts_measured") or {})
         result["nodes"][host] = entry
@@ -623,7 +629,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
                         host,
                         "model_not_local_path",
                         given,
-                        f"gb10_model_snapshot_path on {host} is {given!r}, not a local directory: the processor "
+                        f"model_weights_snapshot_path on {host} is {given!r}, not a local directory: the processor "
                         "opens files in the model path directly and fails on a repo id well into startup. Remove "
                         f"it (the plan computes {host_snapshot}) or give the snapshot's absolute path",
                     )
@@ -634,7 +640,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
                         host,
                         "model_snapshot_outside_cache",
                         given,
-                        f"gb10_model_snapshot_path on {host} is {given}, outside the HF cache {cache} that is "
+                        f"model_weights_snapshot_path on {host} is {given}, outside the HF cache {cache} that is "
                         f"mounted in the container at {CONTAINER_HF_CACHE}: put the snapshot under the cache "
                         f"(expected {host_snapshot})",
                     )

@@ -469,3 +469,15 @@ def test_non_numeric_figures_are_violations_not_exceptions():
     node_map["spark-b"]["other_work_reserve_gib"] = "lots"
     result = run(replicas(memory={"margin_gib": "five", "activation_reserve_gib": 5.5}), node_map)
     assert sorted(v["value"] for v in result["violations"] if v["rule"] == "not_a_number") == ["five", "lots"]
+
+
+def test_port_and_concurrency_are_plan_fields_for_the_proxy_and_units():
+    # roles/proxy sets per-server maxconn from these; they must equal what the argv says.
+    for result in (run(replicas()), run(tp())):
+        for entry in result["nodes"].values():
+            if entry["argv"]:
+                argv = entry["argv"]
+                assert entry["port"] == int(argv[argv.index("--port") + 1])
+                assert entry["max_num_seqs"] == int(argv[argv.index("--max-num-seqs") + 1])
+            else:
+                assert entry["port"] is None and entry["max_num_seqs"] is None
