@@ -1,0 +1,52 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Filters that turn the serving plan's argv into systemd unit lines."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gb10.serving.plugins.module_utils import _units
+
+DOCUMENTATION = r"""
+name: serving_units
+short_description: systemd Exec= quoting and the serving containers' docker run argv
+version_added: 0.1.0
+description:
+  - C(systemd_exec) quotes an argv list for ExecStart=/ExecStop= so that systemd reads back the same words.
+  - C(serving_docker_run) builds the docker run argv of a serving container from the plan's argv.
+  - C(docker_env_file) renders a dict as docker --env-file lines.
+"""
+
+
+def _wrap(func, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
+def systemd_exec(argv):
+    return _wrap(_units.exec_line, list(argv))
+
+
+def serving_docker_run(argv, name, image, env_files=(), mounts=(), capabilities=(), gpus="", extra=()):
+    return _wrap(_units.docker_run_argv, name, image, list(argv), env_files, mounts, capabilities, gpus, extra)
+
+
+def docker_env_file(env):
+    return "\n".join(_wrap(_units.env_file_lines, dict(env)))
+
+
+def serving_secret_leaks(argv, secrets):
+    return _units.secret_leaks(list(argv), dict(secrets or {}))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "systemd_exec": systemd_exec,
+            "serving_docker_run": serving_docker_run,
+            "docker_env_file": docker_env_file,
+            "serving_secret_leaks": serving_secret_leaks,
+        }

@@ -1,0 +1,85 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Pure helpers for the serving units: the `docker run` argv of a serving container and its systemd quoting.
+
+No Ansible import here; ``plugins/filter/serving_units.py`` is the Ansible face.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BARE = re.compile(r"^[A-Za-z0-9_./:=@,+-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Flags that would carry a secret on the command line, where `ps`, `docker inspect` and the journal show it.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+
+
+def systemd_word(word):
+    """One argv word as systemd's Exec= parser reads it back unchanged (quotes, backslashes, % and $)."""
+    word = str(word)
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if _BARE.match(word):
+        return escaped
+    escaped = escaped.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def exec_line(argv):
+    """An argv list as the value of ExecStart=/ExecStop=."""
+    if not argv:
+        raise ValueError("an Exec= line needs at least the program")
+    return " ".join(systemd_word(word) for word in argv)
+
+
+def env_file_lines(env):
+    """`docker run --env-file` content: NAME=value per line, sorted; docker takes the value literally to the end of
+    the line, so a newline in a value cannot be expressed and is refused."""
+    lines = []
+    for name in sorted(env):
+        value = "" if env[name] is None else str(env[name])
+        if not _ENV_NAME.match(str(name)):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        if "\n" in value or "\r" in value:
+            raise ValueError(f"the value of {name} holds a line break, which docker's --env-file cannot carry")
+        lines.append(f"{name}={value}")
+    return lines
+
+
+def docker_run_argv(name, image, argv, env_files=(), mounts=(), capabilities=(), gpus="", extra=()):
+    """The `docker run` of one serving container: host network and IPC, explicit capabilities (a node refuses
+    --privileged), removed on exit, the program given as --entrypoint so that the image's own ENTRYPOINT (the
+    vLLM images' is `vllm serve`) cannot double it.
+
+    mounts: [{"source": host path, "target": container path, "read_only": bool}]
+    """
+    if not argv:
+        raise ValueError(f"{name}: the plan gives no command for this container")
+    if "@sha256:" not in str(image):
+        raise ValueError(f"{name}: image {image!r} is not pinned by digest (repository@sha256:...)")
+    run = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host", "--ipc", "host"]
+    run += [arg for cap in sorted(set(capabilities)) for arg in ("--cap-add", cap)]
+    if gpus:
+        run += ["--gpus", str(gpus)]
+    run += [arg for path in env_files for arg in ("--env-file", path)]
+    for mount in mounts:
+        spec = f"{mount['source']}:{mount['target']}" + (":ro" if mount.get("read_only") else "")
+        run += ["--volume", spec]
+    run += list(extra)
+    run += ["--entrypoint", str(argv[0]), str(image)]
+    run += [str(word) for word in argv[1:]]
+    return run
+
+
+def secret_leaks(argv, secrets):
+    """Problems where a secret would reach argv: a secret flag, or a secret's value as a word of argv."""
+    problems = []
+    words = [str(word) for word in argv]
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if flag in SECRET_FLAGS:
+            problems.append(f"{flag} is on the command line; pass the secret through serving_secrets instead")
+    for name, value in sorted((secrets or {}).items()):
+        if value not in (None, "") and any(str(value) in word for word in words):
+            problems.append(f"the value of secret {name} appears in the command line")
+    return problems

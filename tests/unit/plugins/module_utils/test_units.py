@@ -1,0 +1,72 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Serving unit helpers: systemd Exec= quoting and the serving containers' docker run argv."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _units
+
+IMAGE = "registry:5000/gb10/vllm-standin@sha256:" + "a" * 64
+SPEC = '{"method":"mtp","num_speculative_tokens":4}'
+
+
+def test_systemd_quoting_keeps_json_specifiers_and_variables_intact():
+    line = _units.exec_line(["vllm", "--speculative-config", SPEC, "100%", "$HOME", "a b"])
+    assert (
+        line
+        == 'vllm --speculative-config "{\\"method\\":\\"mtp\\",\\"num_speculative_tokens\\":4}" "100%%" "$$HOME" "a b"'
+    )
+    # systemd unquotes like a shell for these characters once %% and $$ are read back
+    assert shlex.split(line.replace("%%", "%").replace("$$", "$")) == [
+        "vllm",
+        "--speculative-config",
+        SPEC,
+        "100%",
+        "$HOME",
+        "a b",
+    ]
+
+
+def test_docker_run_uses_host_network_ipc_caps_entrypoint_and_digest():
+    argv = _units.docker_run_argv(
+        "gb10-vllm",
+        IMAGE,
+        ["vllm", "serve", "/root/.cache/huggingface/hub/x", "--port", "8000"],
+        env_files=["/etc/gb10/serving/engine.env", "/etc/gb10/serving/secrets.env"],
+        mounts=[{"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface"}],
+        capabilities=["SYS_NICE", "IPC_LOCK"],
+    )
+    assert argv[:9] == ["/usr/bin/docker", "run", "--rm", "--name", "gb10-vllm", "--network", "host", "--ipc", "host"]
+    assert "--privileged" not in argv and "--gpus" not in argv
+    assert argv[9:13] == ["--cap-add", "IPC_LOCK", "--cap-add", "SYS_NICE"]
+    assert argv[argv.index("--entrypoint") : argv.index(IMAGE) + 1] == ["--entrypoint", "vllm", IMAGE]
+    assert argv[argv.index(IMAGE) + 1 :] == ["serve", "/root/.cache/huggingface/hub/x", "--port", "8000"]
+    assert argv.count("--env-file") == 2
+    assert "/var/lib/gb10/hf-cache:/root/.cache/huggingface" in argv
+
+
+def test_docker_run_refuses_a_tag_and_an_empty_command():
+    with pytest.raises(ValueError, match="not pinned by digest"):
+        _units.docker_run_argv("gb10-vllm", "vllm/vllm-openai:latest", ["vllm", "serve"])
+    with pytest.raises(ValueError, match="no command"):
+        _units.docker_run_argv("gb10-ray-worker", IMAGE, [])
+
+
+def test_env_file_lines_sorted_and_refuses_line_breaks():
+    assert _units.env_file_lines({"B": "2", "A": 1}) == ["A=1", "B=2"]
+    with pytest.raises(ValueError, match="line break"):
+        _units.env_file_lines({"HF_TOKEN": "abc\ndef"})
+    with pytest.raises(ValueError, match="not an environment variable name"):
+        _units.env_file_lines({"A-B": "1"})
+
+
+def test_pitfall_secret_on_the_command_line():
+    secrets = {"VLLM_API_KEY": "sk-local-123"}
+    assert _units.secret_leaks(["vllm", "serve", "/m", "--port", "8000"], secrets) == []
+    leaks = _units.secret_leaks(["vllm", "serve", "/m", "--api-key", "sk-local-123"], secrets)
+    assert len(leaks) == 2 and "--api-key" in leaks[0] and "VLLM_API_KEY" in leaks[1]
+    assert _units.secret_leaks(["vllm", "serve", "/m", "--api-key=x"], {}) != []

@@ -1,0 +1,57 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""roles/proxy's haproxy.cfg rendered from a serving plan: leastconn, maxconn from the plan, no lockout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jinja2
+import yaml
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "proxy"
+
+
+def render(max_seqs=(12, 8)):
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    nodes = {f"spark-{i + 1}": {"port": 8000, "max_num_seqs": seqs} for i, seqs in enumerate(max_seqs)}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROLE / "templates"), undefined=jinja2.StrictUndefined)
+    return env.get_template("haproxy.cfg.j2").render(
+        ansible_managed="Ansible managed",
+        _proxy_plan={"profile": "pair", "nodes": nodes},
+        _proxy_servers=sorted(nodes),
+        _proxy_errorfile="/etc/haproxy/errors/gb10-503-queue.http",
+        hostvars={host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
+        **defaults,
+    )
+
+
+def test_leastconn_with_per_replica_maxconn_from_the_plan():
+    cfg = render((12, 8))
+    assert re.search(r"^\s+balance leastconn$", cfg, re.M)
+    assert re.search(r"^\s+server spark-1 192\.168\.200\.11:8000 maxconn 12$", cfg, re.M)
+    assert re.search(r"^\s+server spark-2 192\.168\.200\.12:8000 maxconn 8$", cfg, re.M)
+    assert re.search(r"^\s+timeout queue 120s$", cfg, re.M)
+    assert "errorfile 503 /etc/haproxy/errors/gb10-503-queue.http" in cfg
+
+
+def test_admin_socket_and_stats_on_loopback_only():
+    cfg = render()
+    assert "stats socket /run/haproxy/admin.sock mode 600 level admin" in cfg
+    stats = cfg[cfg.index("frontend gb10_stats") :]
+    assert "bind 127.0.0.1:8404" in stats and "use-service prometheus-exporter" in stats
+
+
+def test_pitfall_proxy_max_fails_lockout_after_both_backends_return():
+    # Seed 002: nginx marked both upstreams failed while they were down (max_fails=3, fail_timeout=30s) and
+    # answered "502 no live upstreams" for ~30 s after both were back. Here servers change state by active
+    # health checks only, and one passed check (2 s apart) puts a returning replica back in use.
+    cfg = render()
+    for passive in ("observe ", "error-limit", "on-error", "on-marked-down", "slowstart"):
+        assert passive not in cfg
+    default_server = re.search(r"^\s+default-server (.*)$", cfg, re.M).group(1).split()
+    opts = dict(zip(default_server[1::2], default_server[2::2], strict=False))
+    assert default_server[0] == "check" and "option httpchk GET /health" in cfg
+    assert int(opts["rise"]) == 1 and opts["inter"] == opts["downinter"] == "2s"
+    assert "option redispatch" in cfg and "retry-on conn-failure" in cfg
