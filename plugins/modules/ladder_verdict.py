@@ -1,0 +1,148 @@
+#!/usr/bin/python
+"""Module gb10.serving.ladder_verdict: judge one context rung and say what the climb does next."""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _ladder
+
+DOCUMENTATION = r"""
+module: ladder_verdict
+short_description: Judge one rung of the context ladder against its abort criteria and render the report
+description:
+  - Pure computation on the control machine over what the context_ladder playbook observed on every node while
+    a rung ran - MemAvailable samples, earlyoom lines and kernel lines since the rung started, ssh round trips -
+    plus whether serving came up and whether the recall answer holds the needle.
+  - A rung trips on MemAvailable below C(mem_abort_mib) on any node, any earlyoom kill, a kernel OOM or UVM line,
+    or a degraded ssh round trip. Returns the next step - climb, restore the last rung that held, or done - and
+    the report as data and Markdown.
+options:
+  profile:
+    description: The serving profile climbed (for the report).
+    type: str
+    required: true
+  planned:
+    description: All rungs, climbing.
+    type: list
+    elements: int
+    required: true
+  previous:
+    description: Verdicts of the rungs already climbed (this module's C(result) of each).
+    type: list
+    elements: dict
+    default: []
+  rung:
+    description: The rung just tried.
+    type: int
+    required: true
+  nodes:
+    description: Per node C({mem_available_mib, earlyoom_lines, kernel_lines, ssh_rtt_s, ssh_baseline_s}).
+    type: dict
+    required: true
+  serving_ok:
+    description: Whether serving became healthy with this max length.
+    type: bool
+    required: true
+  recall_answers:
+    description: The recall answers, one per replica (an error text where a request failed); every one must
+      hold the needle. Empty when no answer came.
+    type: list
+    elements: str
+    default: []
+  needle:
+    description: What the answer must hold.
+    type: str
+    required: true
+  mem_abort_mib:
+    description: MemAvailable (MiB) below which a rung trips.
+    type: int
+    default: 4096
+  ssh_limit_s:
+    description: Round trip (s) through the connection (an ansible.builtin.ping, timed) above which a rung trips.
+    type: float
+    default: 10.0
+  ssh_factor:
+    description: ssh round trip above this multiple of its baseline trips a rung.
+    type: float
+    default: 5.0
+attributes:
+  check_mode:
+    support: full
+    description: Computes only; the same in check mode.
+  diff_mode:
+    support: none
+author: gb10.serving
+"""
+
+EXAMPLES = r"""
+- name: Judge the rung
+  gb10.serving.ladder_verdict:
+    profile: "{{ serving_profile }}"
+    planned: [32768, 131072, 262144]
+    previous: "{{ __ladder_results }}"
+    rung: 131072
+    nodes: "{{ __ladder_observed }}"
+    serving_ok: true
+    recall_answers: ["4711", "4711"]
+    needle: "4711"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+result:
+  description: rung, tripped, reasons, measurements per node.
+  type: dict
+  returned: always
+next:
+  description: action (climb, restore or done), rung, working.
+  type: dict
+  returned: always
+report:
+  description: The whole climb so far as data (YAML-able).
+  type: dict
+  returned: always
+markdown:
+  description: The report as a Markdown table.
+  type: str
+  returned: always
+"""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "profile": {"type": "str", "required": True},
+            "planned": {"type": "list", "elements": "int", "required": True},
+            "previous": {"type": "list", "elements": "dict", "default": []},
+            "rung": {"type": "int", "required": True},
+            "nodes": {"type": "dict", "required": True},
+            "serving_ok": {"type": "bool", "required": True},
+            "recall_answers": {"type": "list", "elements": "str", "default": []},
+            "needle": {"type": "str", "required": True, "no_log": False},
+            "mem_abort_mib": {"type": "int", "default": _ladder.DEFAULT_MEM_ABORT_MIB},
+            "ssh_limit_s": {"type": "float", "default": _ladder.DEFAULT_SSH_LIMIT_S},
+            "ssh_factor": {"type": "float", "default": _ladder.DEFAULT_SSH_FACTOR},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        planned = _ladder.rungs(p["planned"])
+    except _ladder.LadderError as exc:
+        module.fail_json(msg=str(exc))
+    limits = {k: p[k] for k in ("mem_abort_mib", "ssh_limit_s", "ssh_factor")}
+    result = _ladder.evaluate_rung(p["rung"], p["nodes"], p["serving_ok"], p["recall_answers"], p["needle"], **limits)
+    results = [*p["previous"], result]
+    rep = _ladder.report(p["profile"], planned, results, limits)
+    module.exit_json(
+        changed=False,
+        result=result,
+        next=_ladder.next_step(planned, results),
+        report=rep,
+        markdown=_ladder.render_markdown(rep),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Context ladder: abort criteria, the climb's next step, the report."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gb10.serving.plugins.module_utils import _ladder
+
+EARLYOOM = Path(__file__).parents[2] / "fixtures" / "earlyoom" / "v1.7_kill_cicc.txt"
+
+
+def calm(mem=20000, rtt=0.05):
+    return {
+        "mem_available_mib": [mem, mem + 100],
+        "earlyoom_lines": [],
+        "kernel_lines": [],
+        "ssh_rtt_s": [rtt],
+        "ssh_baseline_s": 0.05,
+    }
+
+
+def rung(r, nodes=None, serving_ok=True, answer="code 4711"):
+    return _ladder.evaluate_rung(r, nodes or {"spark-1": calm(), "spark-2": calm()}, serving_ok, answer, "4711")
+
+
+def test_rungs_default_and_refusals():
+    assert _ladder.rungs() == [32768, 131072, 262144]
+    for bad in ([131072, 32768], [0, 10], [32768, 32768]):
+        with pytest.raises(_ladder.LadderError):
+            _ladder.rungs(bad)
+    with pytest.raises(_ladder.LadderError, match="above the model"):
+        _ladder.rungs([32768, 262144], model_max=131072)
+
+
+def test_pitfall_ladder_mem_available_below_abort_trips_on_the_tighter_node():
+    out = rung(131072, {"spark-1": calm(), "spark-2": calm(mem=3500)})
+    assert out["tripped"] is True
+    assert out["reasons"] == ["spark-2: MemAvailable fell to 3500 MiB, below the abort threshold 4096 MiB"]
+    assert out["measurements"]["spark-1"]["mem_available_min_mib"] == 20000
+
+
+def test_pitfall_ladder_earlyoom_kill_trips_the_rung():
+    node = calm()
+    node["earlyoom_lines"] = EARLYOOM.read_text().splitlines()
+    out = rung(262144, {"spark-1": node})
+    assert out["tripped"] is True and any("earlyoom sent SIGTERM to cicc" in r for r in out["reasons"])
+
+
+def test_pitfall_ladder_kernel_oom_and_uvm_lines_trip():
+    lines = [
+        "[12345.6] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0",
+        "[12345.9] Out of memory: Killed process 4242 (python3) total-vm:1234kB",
+        "[12346.0] nvidia-uvm: uvm_gpu_chunk_alloc failed",
+        "[12346.1] usb 1-1: new high-speed USB device",
+    ]
+    assert [k for k, _ in _ladder.kernel_trips(lines)] == ["kernel OOM", "kernel OOM", "UVM"]
+    node = calm()
+    node["kernel_lines"] = lines
+    assert rung(131072, {"spark-1": node})["measurements"]["spark-1"]["kernel_trips"] == 3
+
+
+def test_pitfall_ladder_ssh_latency_degrading_trips_while_memory_looks_fine():
+    assert rung(131072, {"spark-1": calm(rtt=11.0)})["tripped"] is True
+    slow = rung(131072, {"spark-1": calm(rtt=0.6)})
+    assert slow["tripped"] is True and "baseline" in slow["reasons"][0]
+    assert rung(131072, {"spark-1": calm(rtt=0.1)})["tripped"] is False
+
+
+def test_unreachable_node_and_failed_serving_or_recall_trip():
+    assert "no MemAvailable" in rung(32768, {"spark-1": {}})["reasons"][0]
+    assert "did not become healthy" in rung(32768, serving_ok=False)["reasons"][0]
+    assert "recall failed" in rung(32768, answer="I do not know")["reasons"][0]
+    assert "no answer" in rung(32768, answer=None)["reasons"][0]
+    assert "no answer" in rung(32768, answer=[])["reasons"][0]
+
+
+def test_every_replica_must_recall():
+    assert rung(32768, answer=["4711", "code 4711"])["tripped"] is False
+    out = rung(32768, answer=["4711", "error: context length"])
+    assert out["reasons"] == ["recall failed: answer 2 of 2 does not hold '4711'"]
+
+
+def test_climb_restores_the_rung_below_the_one_that_tripped():
+    planned = [32768, 131072, 262144]
+    assert _ladder.next_step(planned, []) == {"action": "climb", "rung": 32768, "working": None}
+    held = [rung(32768)]
+    assert _ladder.next_step(planned, held) == {"action": "climb", "rung": 131072, "working": 32768}
+    tripped = [*held, rung(131072, {"spark-1": calm(mem=100)})]
+    assert _ladder.next_step(planned, tripped) == {"action": "restore", "rung": 32768, "working": 32768}
+    all_held = [rung(r) for r in planned]
+    assert _ladder.next_step(planned, all_held) == {"action": "done", "rung": None, "working": 262144}
+    first = [rung(32768, serving_ok=False)]
+    assert _ladder.next_step(planned, first)["working"] is None
+
+
+def test_recall_prompt_is_about_the_rung_and_holds_the_needle():
+    text = _ladder.recall_prompt(32768, "4711")
+    words = len(text.split())
+    assert 31000 < words < 32768
+    assert "The secret code is 4711." in text
+
+
+def test_report_yaml_and_markdown():
+    planned = [32768, 131072, 262144]
+    results = [rung(32768), rung(131072, {"spark-1": calm(), "spark-2": calm(mem=3000)})]
+    rep = _ladder.report("sim-replicas", planned, results, {"mem_abort_mib": 4096})
+    assert rep["working_rung"] == 32768 and rep["stopped_at"] == 131072
+    assert yaml.safe_load(yaml.safe_dump(rep)) == rep
+    md = _ladder.render_markdown(rep)
+    assert "Working rung: **32768**; stopped at 131072" in md
+    assert "| 131072 | spark-2 | 3000 | 0 | 0 | 0.05 | tripped |" in md
+    assert "- not tried: 262144" in md
+    assert "- 131072: spark-2: MemAvailable fell to 3000 MiB" in md

@@ -1,0 +1,71 @@
+"""The load generator against a loopback server that streams like vLLM and is slow on its first request."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+
+class Fake(BaseHTTPRequestHandler):
+    served = 0
+    lock = threading.Lock()
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        text = f'vllm:generation_tokens_total{{model_name="m"}} {Fake.served * 3}.0\n'.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with Fake.lock:
+            first = Fake.served == 0
+            Fake.served += 1
+        time.sleep(0.3 if first else 0.01)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for word in ("a", "b", "c"):
+            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        usage = {"choices": [], "usage": {"completion_tokens": 3}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+
+
+@pytest.fixture
+def server():
+    Fake.served = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_run_is_bounded_and_the_warmup_is_flagged(server):
+    warm = _loadgen.warmup(server, "m", 16, 5)
+    assert warm["warmup"] is True and warm["ok"] is True
+    records = _loadgen.run(server, "m", 4, 8, "hi", 16, 5, 30)
+    assert len(records) == 8 and all(r["ok"] and r["completion_tokens"] == 3 for r in records)
+    summary = _bench.summarize([warm, *records])
+    assert summary["requests"] == 8 and summary["warmups_excluded"] == 1
+    assert summary["ttft_p90_s"] < 0.3
+
+
+def test_unreachable_endpoint_is_an_error_record():
+    rec = _loadgen.one_request("http://127.0.0.1:9", "m", "hi", 4, 2)
+    assert rec["ok"] is False and rec["error"]
+
+
+def test_metrics_read_and_parsed(server):
+    _loadgen.one_request(server, "m", "hi", 4, 5)
+    assert _bench.parse_metrics(_loadgen.read_metrics(server, 5))[_bench.TOKENS_COUNTER] == 3.0
