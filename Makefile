@@ -7,6 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Where sim/publish_image.sh records the stand-in's registry digest; inventories/sim reads it (placeholder if absent).
 export GB10_SIM_IMAGES := $(CURDIR)/sim/build/images.yml
+export GB10_SIM_WHEELHOUSE := $(CURDIR)/sim/build/wheelhouse
 SIM_PROFILE ?= sim-replicas
 SIM_NODES ?= 2
 export SIM_NODES
@@ -43,6 +44,7 @@ sim-converge: collections
 
 sim-publish: sim-up
 	@sim/publish_image.sh
+	@sim/wheelhouse/prepare.sh
 
 sim: sim-publish sim-converge
 	@sim/hello.sh

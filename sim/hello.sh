@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
-# How to reach what `make sim` left running.
+# How to reach what `make sim` left running, after proving it serves: a few requests through the proxy, then
+# each replica's own /metrics read directly and summed (never through the proxy: seed 002's jumping counters).
 source "$(dirname "$0")/lib/common.sh"
+PROXY="$(node_ip 1):8080"
+client="$SIM_PREFIX-$(node_name "$SIM_NODES")"
+for _ in 1 2 3 4 5 6; do
+  docker exec "$client" curl -sf -m 120 -o /dev/null "http://$PROXY/v1/chat/completions" \
+    -H 'Content-Type: application/json' \
+    -d '{"model":"tiny-moe","messages":[{"role":"user","content":"hello"}],"max_tokens":16}' \
+    || die "a request through the proxy at $PROXY failed"
+done
+total_requests=0 total_tokens=0
+printf '\n%-8s %-16s %10s %18s\n' node replica requests generated-tokens
+for i in $(seq 1 "$SIM_NODES"); do
+  metrics=$(docker exec "$client" curl -sf -m 10 "http://$(node_ip "$i"):8000/metrics") || die "no /metrics on $(node_name "$i")"
+  requests=$(awk '/^vllm:request_success_total/ {s += $NF} END {printf "%d", s}' <<<"$metrics")
+  tokens=$(awk '/^vllm:generation_tokens_total/ {s += $NF} END {printf "%d", s}' <<<"$metrics")
+  printf '%-8s %-16s %10s %18s\n' "$(node_name "$i")" "$(node_ip "$i"):8000" "$requests" "$tokens"
+  total_requests=$((total_requests + requests)) total_tokens=$((total_tokens + tokens))
+done
+printf '%-8s %-16s %10s %18s\n' all "(summed)" "$total_requests" "$total_tokens"
 cat <<MSG
 
-The simulation is running ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registry at $SIM_REGISTRY_IP:5000):
+The simulation is serving ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registry at $SIM_REGISTRY_IP:5000):
+  the model, through the proxy:  docker exec $client curl -s http://$PROXY/v1/models
 $(for i in $(seq 1 "$SIM_NODES"); do printf '  %-8s %-11s docker exec -it %s-%s bash\n' "$(node_name "$i")" "$(node_ip "$i")" "$SIM_PREFIX" "$(node_name "$i")"; done)
   a node's own engine:  docker exec $SIM_PREFIX-spark-1 docker ps
   earlyoom's own log:   docker exec $SIM_PREFIX-spark-1 journalctl -u earlyoom --no-pager
+  the plan:             make plan SIM_PROFILE=sim-replicas
   converge again:       make sim-converge      (a second run reports changed=0)
   remove it all:        make sim-down
 MSG

@@ -15,7 +15,7 @@ PIP="$REPO_ROOT/.venv/bin/pip"
 
 base_id=$(docker image inspect -f '{{.Id}}' "$SIM_BASE_IMAGE" 2>/dev/null) \
   || die "base image $SIM_BASE_IMAGE is missing: run sim/build_images.sh (make sim-images) first"
-mapfile -t sources < <(find "$HERE" -type f \( -name '*.py' -o -name '*.txt' -o -name '*.sh' -o -name Dockerfile \) \
+mapfile -t sources < <(find "$HERE" "$SIM_ROOT/flashinfer_standin" -type f \( -name '*.py' -o -name '*.txt' -o -name '*.sh' -o -name Dockerfile \) \
   -not -path '*/__pycache__/*' | LC_ALL=C sort)
 stamp="$(recipe_stamp "${sources[@]}" "$CATALOG")-${base_id#sha256:}"
 stamp="${stamp:0:40}"

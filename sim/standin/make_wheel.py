@@ -34,8 +34,10 @@ DISTS = (
         "name": "flashinfer-python",
         "version": "0.6.18",
         "package": "flashinfer",
-        "summary": "gb10.serving simulation: the pinned FlashInfer distribution (version only, no kernels)",
-        "requires": (),
+        "summary": "gb10.serving simulation: the pinned FlashInfer distribution (JIT path: real gcc work via ninja)",
+        # The JIT stand-in of sim/flashinfer_standin: the prebuild and the engine compile through it.
+        "src": os.path.join(HERE, "..", "flashinfer_standin"),
+        "requires": ("ninja==1.13.2",),
         "scripts": {},
         "catalog": False,
     },
@@ -47,14 +49,15 @@ def _digest(data):
 
 
 def _files(dist, catalog):
-    root = os.path.join(SRC, dist["package"])
+    src = os.path.abspath(dist.get("src", SRC))
+    root = os.path.join(src, dist["package"])
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(names):
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
                 with open(path, "rb") as handle:
-                    yield os.path.relpath(path, SRC).replace(os.sep, "/"), handle.read()
+                    yield os.path.relpath(path, src).replace(os.sep, "/"), handle.read()
     if dist["catalog"]:
         with open(catalog, "rb") as handle:
             yield f"vllm/_standin/catalog/{os.path.basename(catalog)}", handle.read()
