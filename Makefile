@@ -34,6 +34,7 @@ collections: venv
 sim-images: collections
 	@sim/build_images.sh
 	@sim/standin/build.sh
+	@sim/wheelhouse/prepare.sh
 
 sim-up: sim-images
 	@sim/up.sh
@@ -44,7 +45,6 @@ sim-converge: collections
 
 sim-publish: sim-up
 	@sim/publish_image.sh
-	@sim/wheelhouse/prepare.sh
 
 sim: sim-publish sim-converge
 	@sim/hello.sh
