@@ -1,0 +1,210 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""One served two-node simulation per test session, shared by every module in this folder.
+
+The suite changes a serving site while it serves (rolling upgrade, topology switch, concurrency limits, the context
+ladder, the floating proxy), so it needs the whole chain converged: that costs minutes, so it happens once. In
+`make test` the molecule default scenario has already converged and proven the site idempotent; its verify runs this
+suite against the scenario's nodes with GB10_IT_SIM_REUSE=1. Run alone (`make test-serving`), the fixture brings its
+own simulation up under SIM_PREFIX (default gb10-it), converges site.yml, and tears it down at the end unless
+GB10_IT_KEEP=1. Every module leaves the site as it found it: replicas topology, every replica serving and READY.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+INVENTORY = REPO / "inventories" / "sim"
+PROFILE = "sim-replicas"
+NODES = ("spark-1", "spark-2")
+ADMIN_SOCKET = "/run/haproxy/admin.sock"
+
+
+def _env():
+    prefix = os.environ.get("SIM_PREFIX", "gb10-it")
+    env = {
+        "SIM_PREFIX": prefix,
+        "SIM_NETWORK": os.environ.get("SIM_NETWORK", prefix),
+        "SIM_SUBNET_BASE": os.environ.get("SIM_SUBNET_BASE", "10.83.0"),
+        "SIM_NODES": str(len(NODES)),
+        "GB10_SIM_IMAGES": os.environ.get("GB10_SIM_IMAGES", str(REPO / "sim" / "build" / "images.yml")),
+        "GB10_SIM_WHEELHOUSE": os.environ.get("GB10_SIM_WHEELHOUSE", str(REPO / "sim" / "build" / "wheelhouse")),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+    }
+    return env
+
+
+def failures(runner):
+    """The failed or unreachable tasks of a run, each with its host and message (the stdout tail where none)."""
+    lines = []
+    for event in runner.events:
+        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            data = event["event_data"]
+            if data.get("ignore_errors"):
+                continue
+            res = data.get("res", {})
+            lines.append(f"{data.get('host')} | {data.get('task')}: {res.get('msg', '')}")
+            for key in ("stderr", "stdout"):
+                if res.get(key):
+                    lines.append(f"  {key}: {str(res[key])[-1500:]}")
+    return "\n".join(lines) or runner.stdout.read()[-6000:]
+
+
+@dataclass
+class ServedSim:
+    """A converged two-node simulation and the handles a test needs to drive and observe it."""
+
+    env: dict
+    repo: Path = REPO
+    inventory: Path = INVENTORY
+    runs: list = field(default_factory=list)
+
+    @property
+    def prefix(self):
+        return self.env["SIM_PREFIX"]
+
+    @property
+    def subnet_base(self):
+        return self.env["SIM_SUBNET_BASE"]
+
+    def container(self, node):
+        return f"{self.prefix}-{node}"
+
+    def node_ip(self, node):
+        # Nodes sit at base.(10+N) on the simulation's network (sim/lib/common.sh).
+        return f"{self.subnet_base.rsplit('.', 1)[0]}.{10 + int(node.rsplit('-', 1)[1])}"
+
+    @property
+    def proxy_url(self):
+        return f"http://{self.node_ip(NODES[0])}:8080"
+
+    def replica_url(self, node):
+        return f"http://{self.node_ip(node)}:8000"
+
+    def exec(self, node, *argv, check=True, timeout=300, input=None):
+        return subprocess.run(
+            ["docker", "exec", "-i", self.container(node), *argv],
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+        )
+
+    def proxy_admin(self, command, node=NODES[0]):
+        """One HAProxy runtime-API command on the proxy node's admin socket; its answer."""
+        done = self.exec(node, "socat", "stdio", f"unix-connect:{ADMIN_SOCKET}", input=command + "\n", check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{node}: HAProxy runtime API `{command}` failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def playbook(self, path, extravars=None, limit=None, check=True, tags=None):
+        """Run a playbook of the checkout on the simulation with ansible-runner (profile sim-replicas by default)."""
+        playbook = Path(path)
+        if not playbook.is_absolute():
+            playbook = self.repo / playbook
+        variables = {"serving_profile": PROFILE, **(extravars or {})}
+        private = tempfile.mkdtemp(prefix="gb10-it-runner-")
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(self.repo),
+            playbook=str(playbook),
+            inventory=str(self.inventory),
+            extravars=variables,
+            limit=limit,
+            tags=tags,
+            envvars=self.env,
+            quiet=True,
+        )
+        self.runs.append((str(playbook), runner.rc))
+        if check and runner.rc != 0:
+            pytest.fail(f"{playbook.name} failed (rc={runner.rc}, status={runner.status}):\n{failures(runner)}")
+        return runner
+
+    def script(self, *argv):
+        subprocess.run([str(self.repo / argv[0]), *argv[1:]], check=True, env={**os.environ, **self.env})
+
+    def served(self, node, timeout=10):
+        """The replica's own /health answers 200."""
+        try:
+            with urllib.request.urlopen(f"{self.replica_url(node)}/health", timeout=timeout) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def backend_states(self):
+        """{node: (operational state, admin state)} of the proxy's serving backend, from `show servers state`."""
+        lines = [line.split() for line in self.proxy_admin("show servers state").splitlines()]
+        header = next((line[1:] for line in lines if line and line[0] == "#"), None)
+        states = {}
+        for line in lines:
+            if header and line and line[0] != "#" and len(line) >= len(header):
+                row = dict(zip(header, line, strict=False))
+                states[row["srv_name"]] = (int(row["srv_op_state"]), int(row["srv_admin_state"]))
+        return states
+
+    def all_ready(self):
+        """Every replica answers /health itself, and the proxy holds it UP (op state 2) and READY (no admin flag)."""
+        try:
+            states = self.backend_states()
+        except RuntimeError:
+            return False
+        return all(self.served(node) for node in NODES) and all(states.get(node) == (2, 0) for node in NODES)
+
+    def wait_all_ready(self, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.all_ready():
+                return
+            time.sleep(2)
+        health = {node: self.served(node) for node in NODES}
+        try:
+            states = self.backend_states()
+        except RuntimeError as exc:
+            states = str(exc)
+        pytest.fail(f"the site is not serving as expected: replica /health {health}, proxy (op, admin) {states}")
+
+    def chat(self, content="hello", max_tokens=8, url=None, timeout=120):
+        body = json.dumps(
+            {"model": "tiny-moe", "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
+        ).encode()
+        request = urllib.request.Request(
+            f"{url or self.proxy_url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+
+
+@pytest.fixture(scope="session")
+def served_sim():
+    if os.environ.get("GB10_INTEGRATION_SKIP_SERVING") == "1":
+        pytest.skip("GB10_INTEGRATION_SKIP_SERVING=1: the served-site suite runs in molecule default's verify")
+    sim = ServedSim(env=_env())
+    reuse = os.environ.get("GB10_IT_SIM_REUSE") == "1"
+    if not reuse:
+        sim.script("sim/up.sh")
+        sim.script("sim/hub/up.sh")
+        sim.script("sim/publish_image.sh")
+        sim.playbook("site.yml")
+    try:
+        sim.wait_all_ready()
+        yield sim
+        sim.wait_all_ready()
+    finally:
+        if not reuse and os.environ.get("GB10_IT_KEEP") != "1":
+            sim.script("sim/down.sh")
+        print(f"\nserved_sim playbook runs: {sim.runs}", file=sys.stderr)

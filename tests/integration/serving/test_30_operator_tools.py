@@ -1,0 +1,107 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The operator tools against the live site (issue 7): status prints both nodes, the sweep prints its table and
+writes its report, and the tool-calling gate passes the served model. All three only read or send requests."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import yaml
+
+APPLY = "tests/integration/serving/serving_apply.yml"
+STANDIN_CASES = Path(__file__).resolve().parents[3] / "sim" / "standin" / "toolcall_cases.yml"
+
+
+def _task_result(runner, task, outcome="runner_on_ok"):
+    """The result of the task named ``task`` (ansible-runner's events)."""
+    for event in runner.events:
+        data = event.get("event_data", {})
+        if event.get("event") == outcome and data.get("task") == task:
+            return data["res"]
+    raise AssertionError(f"no result for task {task!r}")
+
+
+def _debug_msg(runner, task):
+    return _task_result(runner, task)["msg"]
+
+
+def test_status_prints_both_nodes_and_the_total(served_sim):
+    runner = served_sim.playbook("playbooks/status.yml", {"status_window": 5})
+    lines = _debug_msg(runner, "Show the status")
+    print("\n" + "\n".join(lines))
+    assert lines[0].startswith("topology replicas  model tiny-moe  image registry:5000/")
+    for node in ("spark-1", "spark-2"):
+        row = next(line for line in lines if line.startswith(f"{node}: "))
+        assert "health ok" in row, row
+        assert "proxy UP" in row, row
+    assert lines[-1].startswith("total: 2/2 healthy, 2 UP in the proxy"), lines[-1]
+
+
+def test_sweep_prints_its_table_and_writes_the_report(served_sim, tmp_path):
+    runner = served_sim.playbook(
+        "playbooks/bench.yml",
+        {
+            "bench_concurrency": [1, 2, 4],
+            "bench_prompts": {"short": 32, "long": 512},
+            "bench_requests_per_worker": 1,
+            "bench_max_tokens": 16,
+            "bench_report_dir": str(tmp_path),
+        },
+    )
+    lines = _debug_msg(runner, "Show the table and the recommendation")
+    print("\n" + "\n".join(lines))
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert (tmp_path / "bench.md").read_text().strip()
+    assert (tmp_path / "bench.png").stat().st_size > 0
+    text = "\n".join(lines)
+    for target in ("spark-1", "spark-2", "proxy"):
+        assert target in text, target
+    assert report, report
+
+
+def test_gate_passes_each_replica_against_the_running_one(served_sim):
+    for node, running in (("spark-1", "spark-2"), ("spark-2", "spark-1")):
+        runner = served_sim.playbook(
+            "playbooks/toolcall_gate.yml",
+            {
+                "toolcall_gate_endpoint": served_sim.replica_url(node),
+                "toolcall_gate_running_endpoint": served_sim.replica_url(running),
+                "toolcall_gate_model": "tiny-moe",
+                "toolcall_gate_cases_file": str(STANDIN_CASES),
+            },
+        )
+        verdict = _task_result(runner, "Score and apply the gate")
+        print(f"\n{node}: {verdict['msg']}")
+        assert verdict["candidate"]["score"] == 1.0, verdict
+
+
+def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_sim):
+    """A replica started with a --tool-call-parser that does not read the model's format returns its calls as
+    text in content: the gate scores it 0 and refuses it against the running replica."""
+    profiles = yaml.safe_load((served_sim.inventory / "group_vars" / "all" / "serving_profiles.yml").read_text())
+    wrong = copy.deepcopy(profiles["serving_profiles"])
+    wrong["sim-replicas"]["vllm_options"]["tool-call-parser"] = "llama3_json"
+    served_sim.proxy_admin("set server vllm/spark-2 state drain")
+    try:
+        served_sim.playbook(APPLY, {"serving_profiles": wrong}, limit="spark-2,localhost")
+        runner = served_sim.playbook(
+            "playbooks/toolcall_gate.yml",
+            {
+                "toolcall_gate_endpoint": served_sim.replica_url("spark-2"),
+                "toolcall_gate_running_endpoint": served_sim.replica_url("spark-1"),
+                "toolcall_gate_model": "tiny-moe",
+                "toolcall_gate_cases_file": str(STANDIN_CASES),
+            },
+            check=False,
+        )
+        refusal = _task_result(runner, "Score and apply the gate", outcome="runner_on_failed")
+        print(f"\nspark-2 with tool-call-parser llama3_json: {refusal['msg']}")
+        assert runner.rc != 0
+        assert refusal["candidate"]["score"] == 0.0 and refusal["running"]["score"] == 1.0, refusal
+    finally:
+        served_sim.playbook(APPLY, limit="spark-2,localhost")
+        served_sim.proxy_admin("set server vllm/spark-2 state ready")
+        served_sim.wait_all_ready()
