@@ -14,12 +14,6 @@ description:
     SIGTERM and SIGKILL thresholds with the intended ones, and checks that the swap side cannot block either signal
     at the given vm.swappiness.
   - Waits up to O(timeout) seconds for the startup lines to reach the journal.
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
 options:
   unit:
     description: The earlyoom systemd unit.
@@ -47,6 +41,8 @@ options:
     description: Seconds to wait for the startup lines of the current run.
     type: int
     default: 20
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 """

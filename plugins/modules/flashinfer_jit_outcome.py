@@ -11,12 +11,6 @@ description:
   - A ninja step that FAILED with code 137/143, an nvcc "died due to signal", gcc's "Killed signal terminated program",
     or "Compilation terminated." with no compiler diagnostic is an out-of-memory kill, not a compile error
     (seed 004 pitfall 2); the journal lines that name the killed process are returned with it.
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
 options:
   log:
     description: The build log on the node.
@@ -30,6 +24,8 @@ options:
     description: The earlyoom unit whose journal names killed processes.
     type: str
     default: earlyoom.service
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 """

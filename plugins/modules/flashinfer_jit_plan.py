@@ -12,12 +12,6 @@ description:
   - Refuses a build environment that flashinfer would turn into a debug build (FLASHINFER_JIT_VERBOSE=1 without
     FLASHINFER_JIT_DEBUG=0, or FLASHINFER_JIT_DEBUG=1).
   - Looks in the host cache folder for the module of (image digest, flashinfer version, arch) with its prebuild stamp.
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
 options:
   cache_dir:
     description: Host folder bind-mounted as FLASHINFER_WORKSPACE_BASE in the build and serving containers.
@@ -59,6 +53,8 @@ options:
     description: MemAvailable in MiB; 0 reads /proc/meminfo.
     type: int
     default: 0
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 """

@@ -11,12 +11,6 @@ description:
     RepoDigests are not used: they do not survive C(docker save) / C(docker load).
   - With O(require_digest), refuses a O(name) that is not C(repository@sha256:<64 hex>) before looking.
   - With O(expected), fails when the node holds a different image under O(name), naming the node and both Ids.
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
 options:
   name:
     description: The image reference on this node.
@@ -45,6 +39,8 @@ options:
     description: The docker client.
     type: str
     default: docker
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 """

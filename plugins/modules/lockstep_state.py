@@ -22,6 +22,8 @@ description:
   - Direction-aware on purpose (seed 004) - it compares kernels with what is on disk, never only the two
     metapackages with each other.
   - The module only reads; it never fails because of the verdict. The role decides what to do with it.
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 options:
@@ -58,12 +60,9 @@ options:
     description: How messages name the node (the inventory name); defaults to the node's host name.
     type: str
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so it runs unchanged in check mode.
-  diff_mode:
-    support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: debian
 notes:
   - Needs C(dpkg-query) on the node.

@@ -22,12 +22,6 @@ description:
     by M(ansible.builtin.setup) where present (a simulated node, C(gb10_sim=true), keeps its stated figures).
     The plan says per node and figure where each came from.
   - See C(docs/serving-profile.md) for the profile schema.
-attributes:
-  check_mode:
-    support: full
-    details: Changes nothing; runs the same in check mode.
-  diff_mode:
-    support: none
 options:
   profile:
     description: The name of the serving profile (the required extra var C(serving_profile)). Unset fails.
@@ -53,6 +47,8 @@ options:
     description: Use the facts gathered by M(ansible.builtin.setup) on the nodes where present.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers
 """

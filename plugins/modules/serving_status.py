@@ -51,12 +51,8 @@ options:
     type: list
     elements: dict
     default: []
-attributes:
-  check_mode:
-    support: full
-    description: Computes only; the same in check mode.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author: gb10.serving
 """
 

@@ -54,12 +54,8 @@ options:
     description: The end-of-thinking marker.
     type: str
     default: "</think>"
-attributes:
-  check_mode:
-    support: full
-    description: Computes only; the same in check mode.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author: gb10.serving
 """
 

@@ -14,6 +14,8 @@ description:
   - Read-only. With O(fail_incomplete=true) an incomplete snapshot fails the task with a message naming the node and
     the missing or wrong shards.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author: gb10.serving
 options:
   node:
@@ -40,13 +42,6 @@ options:
     description: Fail the task when the snapshot is not complete.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to diff.
 """
 
 EXAMPLES = r"""
