@@ -2,7 +2,10 @@
 # How to reach what `make sim` left running, after proving it serves: a few requests through the proxy, then
 # each replica's own /metrics read directly and summed (never through the proxy: seed 002's jumping counters).
 source "$(dirname "$0")/lib/common.sh"
-PROXY="$(node_ip 1):8080"
+# Clients use the floating proxy address where the site has one (roles/proxy_vip), else the first node's proxy.
+vip=$(docker exec "$SIM_PREFIX-$(node_name 1)" sed -n 's#^ *\([0-9.]*\)/[0-9]* dev .*#\1#p' \
+  /etc/keepalived/keepalived.conf 2>/dev/null | head -n1 || true)
+PROXY="${vip:-$(node_ip 1)}:8080"
 client="$SIM_PREFIX-$(node_name "$SIM_NODES")"
 for _ in 1 2 3 4 5 6; do
   docker exec "$client" curl -sf -m 120 -o /dev/null "http://$PROXY/v1/chat/completions" \

@@ -1,0 +1,163 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The floating proxy address plan: unicast peers, priorities, and every refusal at once with node and fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _proxy_vip as vip
+
+HOSTS = ["spark-a", "spark-b"]
+
+
+def nodes(**overrides):
+    base = {
+        "spark-a": {
+            "fabric_address": "192.168.200.11",
+            "fabric_interface": "enp1s0f0np0",
+            "vip_interface": "enP7s7",
+            "interfaces": {"enp1s0f0np0": "192.168.200.11/24", "enP7s7": "192.168.1.21/24"},
+        },
+        "spark-b": {
+            "fabric_address": "192.168.200.12",
+            "fabric_interface": "enp1s0f0np0",
+            "vip_interface": "enP7s7",
+            "interfaces": {"enp1s0f0np0": "192.168.200.12/24", "enP7s7": "192.168.1.22/24"},
+        },
+    }
+    for host, changes in overrides.items():
+        base[host.replace("_", "-")] = {**base[host.replace("_", "-")], **changes}
+    return base
+
+
+def rules(planned):
+    return sorted((v["node"], v["rule"]) for v in planned["violations"])
+
+
+def test_each_node_advertises_unicast_to_the_others_fabric_addresses():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes())
+    assert planned["violations"] == []
+    assert planned["address"] == "192.168.1.20" and planned["prefix"] == 24
+    assert planned["nodes"]["spark-a"] == {
+        "unicast_src_ip": "192.168.200.11",
+        "unicast_peers": ["192.168.200.12"],
+        "priority": 150,
+        "interface": "enp1s0f0np0",
+        "vip_interface": "enP7s7",
+    }
+    assert planned["nodes"]["spark-b"]["unicast_peers"] == ["192.168.200.11"]
+    assert planned["nodes"]["spark-b"]["priority"] == 140
+
+
+def test_three_proxies_each_peer_with_the_other_two():
+    three = {**nodes(), "spark-c": {**nodes()["spark-b"], "fabric_address": "192.168.200.13"}}
+    three["spark-c"]["interfaces"] = {"enp1s0f0np0": "192.168.200.13/24", "enP7s7": "192.168.1.23/24"}
+    planned = vip.plan("192.168.1.20", 24, [*HOSTS, "spark-c"], three)
+    assert planned["violations"] == []
+    assert planned["nodes"]["spark-c"]["unicast_peers"] == ["192.168.200.11", "192.168.200.12"]
+    assert [planned["nodes"][h]["priority"] for h in ("spark-a", "spark-b", "spark-c")] == [150, 140, 130]
+
+
+def test_a_stated_priority_wins_over_the_group_order():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"priority": 200}))
+    assert planned["nodes"]["spark-b"]["priority"] == 200 and planned["nodes"]["spark-a"]["priority"] == 150
+
+
+def test_the_address_lands_on_the_fabric_interface_when_no_other_is_named():
+    same = nodes(spark_a={"vip_interface": None}, spark_b={"vip_interface": None})
+    planned = vip.plan("192.168.200.10", 24, HOSTS, same)
+    assert planned["violations"] == []
+    assert planned["nodes"]["spark-a"]["vip_interface"] == "enp1s0f0np0"
+
+
+def test_pitfall_proxy_on_one_node_takes_the_endpoint_down_with_it():
+    # Seed 002: "either node can restart without taking the model down" holds for the replicas, not for a proxy
+    # that lives on one of them; a floating address over one proxy would only hide that.
+    planned = vip.plan("192.168.1.20", 24, ["spark-a"], nodes())
+    assert ("all", "peers") in rules(planned)
+    message = next(v["message"] for v in planned["violations"] if v["rule"] == "peers")
+    assert "has 1 (spark-a)" in message and "add the other nodes to gb10_proxy" in message
+
+
+@pytest.mark.parametrize(
+    ("address", "prefix", "fragment"),
+    [
+        ("192.168.1.300", 24, "not an IP address"),
+        ("fe80::10", 64, "IPv6"),
+        ("192.168.1.0", 24, "network address"),
+        ("192.168.1.255", 24, "broadcast address"),
+        ("192.168.1.20", 33, "1..32"),
+        ("192.168.1.20", "x", "not a prefix length"),
+    ],
+)
+def test_a_malformed_address_is_refused_with_the_reason(address, prefix, fragment):
+    planned = vip.plan(address, prefix, HOSTS, nodes())
+    assert any(v["rule"] == "address" and fragment in v["message"] for v in planned["violations"]), planned
+
+
+def test_a_nodes_own_address_is_not_a_floating_address():
+    planned = vip.plan(
+        "192.168.1.22", 24, HOSTS, nodes(), other_addresses={"spark-a": "192.168.200.11", "db": "192.168.1.22"}
+    )
+    assert ("db", "address") in rules(planned)
+
+
+def test_a_nodes_own_fabric_address_is_named_once():
+    same = nodes(spark_a={"vip_interface": None}, spark_b={"vip_interface": None})
+    planned = vip.plan("192.168.200.11", 24, HOSTS, same, other_addresses={"spark-a": "192.168.200.11"})
+    assert rules(planned) == [("spark-a", "address")]
+
+
+def test_a_nodes_own_client_address_is_not_a_floating_address():
+    planned = vip.plan("192.168.1.22", 24, HOSTS, nodes())
+    assert rules(planned) == [("spark-b", "address")]
+    assert "own address on enP7s7" in planned["violations"][0]["message"]
+
+
+def test_an_address_outside_the_client_subnet_is_refused_with_that_subnet():
+    planned = vip.plan("10.0.0.20", 24, HOSTS, nodes())
+    assert rules(planned) == [("spark-a", "vip_subnet"), ("spark-b", "vip_subnet")]
+    assert "outside enP7s7's subnet 192.168.1.0/24" in planned["violations"][0]["message"]
+
+
+def test_a_prefix_other_than_the_interfaces_names_the_right_one():
+    planned = vip.plan("192.168.1.20", 16, HOSTS, nodes())
+    assert any("set proxy_vip_prefix: 24" in v["message"] for v in planned["violations"])
+
+
+def test_an_interface_the_node_does_not_have_is_named_with_those_it_has():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"vip_interface": "eth9"}))
+    assert rules(planned) == [("spark-b", "vip_interface")]
+    assert "(enP7s7, enp1s0f0np0)" in planned["violations"][0]["message"]
+
+
+def test_a_concrete_bind_address_is_refused():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(), bind_address="192.168.1.21")
+    assert ("all", "bind") in rules(planned)
+    assert "proxy_bind_address: '*'" in planned["violations"][0]["message"]
+
+
+@pytest.mark.parametrize("bind", ["*", "0.0.0.0", "::", ""])
+def test_wildcard_binds_take_the_address_on_any_node(bind):
+    assert vip.plan("192.168.1.20", 24, HOSTS, nodes(), bind_address=bind)["violations"] == []
+
+
+def test_every_violation_at_once():
+    broken = nodes(spark_a={"fabric_address": None}, spark_b={"priority": 255, "vip_interface": "eth9"})
+    planned = vip.plan("192.168.1.20", 24, HOSTS, broken, virtual_router_id=0, advert_int=0, bind_address="10.1.1.1")
+    assert rules(planned) == [
+        ("all", "advert_int"),
+        ("all", "bind"),
+        ("all", "virtual_router_id"),
+        ("spark-a", "unicast_src"),
+        ("spark-b", "priority"),
+        ("spark-b", "vip_interface"),
+    ]
+    text = vip.format_violations(planned["violations"])
+    assert text.startswith("6 violation(s) of the floating proxy address; nothing was changed:")
+
+
+def test_two_nodes_with_one_fabric_address_are_refused():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"fabric_address": "192.168.200.11"}))
+    assert ("spark-b", "unicast_src") in rules(planned)
