@@ -146,9 +146,13 @@ class ServedSim:
         except OSError:
             return False
 
-    def backend_states(self):
-        """{node: (operational state, admin state)} of the proxy's serving backend, from `show servers state`."""
-        lines = [line.split() for line in self.proxy_admin("show servers state").splitlines()]
+    def proxies(self):
+        """The nodes that run a proxy (both when the floating address is on, else the first)."""
+        return [node for node in NODES if self.exec(node, "test", "-S", ADMIN_SOCKET, check=False).returncode == 0]
+
+    def backend_states(self, node=NODES[0]):
+        """{server: (operational state, admin state)} of a proxy's serving backend, from `show servers state`."""
+        lines = [line.split() for line in self.proxy_admin("show servers state", node).splitlines()]
         header = next((line[1:] for line in lines if line and line[0] == "#"), None)
         states = {}
         for line in lines:
@@ -160,10 +164,12 @@ class ServedSim:
     def all_ready(self):
         """Every replica answers /health itself, and the proxy holds it UP (op state 2) and READY (no admin flag)."""
         try:
-            states = self.backend_states()
+            views = [self.backend_states(proxy) for proxy in self.proxies() or [NODES[0]]]
         except RuntimeError:
             return False
-        return all(self.served(node) for node in NODES) and all(states.get(node) == (2, 0) for node in NODES)
+        return all(self.served(node) for node in NODES) and all(
+            states.get(node) == (2, 0) for states in views for node in NODES
+        )
 
     def wait_all_ready(self, timeout=300):
         deadline = time.monotonic() + timeout

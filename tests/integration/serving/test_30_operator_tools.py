@@ -84,7 +84,9 @@ def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_s
     profiles = yaml.safe_load((served_sim.inventory / "group_vars" / "all" / "serving_profiles.yml").read_text())
     wrong = copy.deepcopy(profiles["serving_profiles"])
     wrong["sim-replicas"]["vllm_options"]["tool-call-parser"] = "llama3_json"
-    served_sim.proxy_admin("set server vllm/spark-2 state drain")
+    proxies = served_sim.proxies()
+    for proxy in proxies:
+        served_sim.proxy_admin("set server vllm/spark-2 state drain", proxy)
     try:
         served_sim.playbook(APPLY, {"serving_profiles": wrong}, limit="spark-2,localhost")
         runner = served_sim.playbook(
@@ -103,5 +105,6 @@ def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_s
         assert refusal["candidate"]["score"] == 0.0 and refusal["running"]["score"] == 1.0, refusal
     finally:
         served_sim.playbook(APPLY, limit="spark-2,localhost")
-        served_sim.proxy_admin("set server vllm/spark-2 state ready")
+        for proxy in proxies:
+            served_sim.proxy_admin("set server vllm/spark-2 state ready", proxy)
         served_sim.wait_all_ready()
