@@ -169,3 +169,67 @@ def test_serves_on_the_node_address(sim_node):
     assert "running in text-only mode" in logs and "Application startup complete." in logs
     node("docker", "stop", "-t", "20", "standin-it")
     assert node("docker", "inspect", "-f", "{{.State.ExitCode}}", "standin-it").stdout.strip() == "0"
+
+
+MOE_DIR = "/var/lib/gb10/standin-it-moe"
+FI_CACHE = "/var/lib/gb10/standin-it-flashinfer"
+MOE_CONFIG = {
+    "architectures": ["MixtralForCausalLM"],
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_local_experts": 8,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "bfloat16",
+}
+MOE_PORT = 8100
+
+
+def _start_moe(name):
+    """Start the MoE snapshot with the node's FlashInfer cache mounted, as the serving unit does; seconds to /health."""
+    env = [
+        "MAX_JOBS=2",
+        "GB10_STANDIN_STARTUP_S=0",
+        "GB10_STANDIN_MEMORY_SCALE=128",
+        "GB10_STANDIN_MOE_UNITS=12",
+        "GB10_STANDIN_UNIT_WORK=150",
+        "FLASHINFER_WORKSPACE_BASE=/root/.cache/flashinfer-workspace",
+    ]
+    argv = ["vllm", "serve", "/model", "--served-model-name", "tiny", "--host", NODE_IP, "--port", str(MOE_PORT)]
+    argv += ["--max-model-len", "8192", "--max-num-seqs", "4", "--gpu-memory-utilization", "0.45"]
+    started = time.monotonic()
+    node(
+        "docker", "run", "-d", "--name", name, "--network", "host", *[f"-e{e}" for e in env],
+        "-v", f"{MOE_DIR}:/model:ro", "-v", f"{FI_CACHE}:/root/.cache/flashinfer-workspace", IMAGE, *argv,
+    )  # fmt: skip
+    while node("curl", "-sf", f"http://{NODE_IP}:{MOE_PORT}/health", check=False).returncode != 0:
+        assert time.monotonic() - started < 600, node("docker", "logs", name, check=False).stdout
+        assert node("docker", "inspect", "-f", "{{.State.Running}}", name).stdout.strip() == "true", node(
+            "docker", "logs", name, check=False
+        ).stdout
+        time.sleep(0.5)
+    seconds = time.monotonic() - started
+    logs = node("docker", "logs", name).stdout
+    node("docker", "rm", "-f", name)
+    return seconds, logs
+
+
+def test_flashinfer_jit_builds_on_the_first_start_and_the_cache_serves_the_restart(sim_node):
+    """Issue 9: a start without the fused-MoE module in the node's cache compiles it (slow); a restart does not."""
+    node("sh", "-c", f"rm -rf {MOE_DIR} {FI_CACHE} && mkdir -p {FI_CACHE} && cp -r {MODEL_DIR} {MOE_DIR}")
+    node("python3", "-c", f"import json; json.dump({MOE_CONFIG!r}, open('{MOE_DIR}/config.json', 'w'))")
+    library = f"{FI_CACHE}/.cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120/fused_moe_120.so"
+    try:
+        cold, cold_logs = _start_moe("standin-it-jit")
+        assert "fused_moe_120 is not in the cache" in cold_logs and "fused_moe_120 built in" in cold_logs, cold_logs
+        mtime = node("stat", "-c", "%Y.%y", library).stdout
+        warm, warm_logs = _start_moe("standin-it-jit")
+        assert "fused_moe_120 loaded from the cache" in warm_logs, warm_logs
+        assert "not in the cache" not in warm_logs
+        assert node("stat", "-c", "%Y.%y", library).stdout == mtime
+        assert "GPU KV cache size: " in warm_logs
+        print(f"\nstart to /health: {cold:.1f} s with the fused-MoE module missing, {warm:.1f} s with it cached")
+    finally:
+        node("docker", "rm", "-f", "standin-it-jit", check=False)
+        node("rm", "-rf", MOE_DIR, FI_CACHE, check=False)

@@ -3,7 +3,9 @@
 Start-up order and log lines follow vLLM 0.32.0: argv (exit 2 on a parser error), engine arguments (exit 1 with
 the Python exception vLLM raises), the model (read in full), then the HTTP server and "Application startup
 complete.". SIGTERM stops accepting, lets in-flight requests finish (GB10_STANDIN_DRAIN_S, default 30) and exits 0.
-GB10_STANDIN_STARTUP_S (default 3) is the engine's fixed start-up time before the shards are read.
+GB10_STANDIN_STARTUP_S (default 3) is the engine's fixed start-up time before the shards are read. After the
+weights, vLLM's profiling pass: an MoE model gets FlashInfer's fused-MoE module, built at MAX_JOBS unless the
+mounted cache holds it (jit.py), then the KV cache is sized, refused or made resident (memory.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import time
 
 from vllm._standin import argv as av
 from vllm._standin import engine as eng
+from vllm._standin import jit
+from vllm._standin import memory as mem
 from vllm._standin import model as mdl
 from vllm._standin import server as srv
 from vllm._standin import tp as tpmod
@@ -64,9 +68,45 @@ def main(argv=None):
     log(f"non-default args: {given}", where="utils.py:253")
     try:
         config = av.engine_config(given)
+        config["kv_cache_dtype"] = given.get("kv_cache_dtype")
+        config["kv_cache_memory_bytes"] = (
+            av._human_int("--kv-cache-memory-bytes", given["kv_cache_memory_bytes"])
+            if given.get("kv_cache_memory_bytes") is not None
+            else None
+        )
     except (av.ArgvError, TypeError, ValueError) as exc:
         return fail(f"{type(exc).__name__}: {exc}")
     return serve(config)
+
+
+def profile_and_size_kv(config, loaded):
+    """vLLM's profiling pass (the fused-MoE JIT of an MoE model) and its KV cache; (kv or None, resident buffer).
+
+    Raises memory.KVCacheError as vLLM raises its ValueError when one request of max_model_len does not fit.
+    """
+    gpu = mem.fake_gpu()
+    hf_config = mem.read_config(config["model"])
+    if jit.is_moe(hf_config):
+        jit.ensure_fused_moe(gpu["capability"], lambda m: log(m, where="fused_moe.py:1"))
+    tp = max(1, config["tensor_parallel_size"])
+    per_token = mem.kv_bytes_per_token(hf_config, config.get("kv_cache_dtype"), tp)
+    if per_token is None:
+        log("config.json gives no attention shape: the KV cache is not sized", level="WARNING", where="memory.py:1")
+        return None, None
+    max_len = config["max_model_len"] or int(hf_config.get("max_position_embeddings") or 8192)
+    kv = mem.size_kv_cache(
+        gpu=gpu,
+        gpu_memory_utilization=config["gpu_memory_utilization"],
+        weights_bytes=loaded // tp,
+        max_model_len=max_len,
+        per_token=per_token,
+        max_num_seqs=config["max_num_seqs"],
+        kv_cache_memory_bytes=config.get("kv_cache_memory_bytes"),
+        resident_limit_bytes=int(_env_float("GB10_STANDIN_KV_RESIDENT_LIMIT_MIB", 256) * mem.MIB),
+    )
+    for where, line in mem.log_lines(kv, max_len):
+        log(line, where=where)
+    return kv, mem.touch(kv["resident"])
 
 
 def serve(config):
@@ -86,10 +126,11 @@ def serve(config):
         log(f"speculative_config={config['speculative_config']}", where="config.py:1")
     time.sleep(_env_float("GB10_STANDIN_STARTUP_S", 3))
     started = time.monotonic()
+    ranks = None
     try:
         if config["tensor_parallel_size"] > 1:
-            ranks = tpmod.start(config, config["model"], log)
-            loaded = sum(rank["bytes"] for rank in ranks)
+            reports, ranks = tpmod.start(config, config["model"], log)
+            loaded = sum(rank["bytes"] for rank in reports)
         else:
             loaded, _ = mdl.load(config["model"], print)
     except (mdl.ModelError, tpmod.TPError) as exc:
@@ -97,8 +138,15 @@ def serve(config):
     elapsed = time.monotonic() - started
     log(f"Loading weights took {elapsed:.2f} seconds", where="default_loader.py:384")
     log(f"Model loading took {loaded / 2**30:.4f} GiB memory and {elapsed:.6f} seconds", where="gpu_model_runner.py:1")
+    try:
+        kv, kv_resident = profile_and_size_kv(config, loaded)
+    except mem.KVCacheError as exc:
+        return fail(f"ValueError: {exc}")
+    except RuntimeError as exc:
+        return fail(f"RuntimeError: {exc}")
 
     engine = eng.Engine(config)
+    engine.kv, engine.kv_resident = kv, kv_resident
     try:
         server = srv.make_server(engine, config["host"], config["port"], log_line=lambda m: log(m, where="h11.py:1"))
     except OSError as exc:
@@ -115,8 +163,16 @@ def serve(config):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    dead = []
+    if ranks is not None:
+        # vLLM's engine core dies with any of its Ray workers; the API server then exits non-zero.
+        tpmod.watch(ranks, lambda reason: (dead.append(reason), stop.set()), log)
     while not stop.wait(1):
         pass
+    if dead:
+        server.shutdown()
+        server.server_close()
+        return fail("EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.")
     log("Shutting down FastAPI HTTP server.")
     server.shutdown()
     deadline = time.monotonic() + _env_float("GB10_STANDIN_DRAIN_S", 30)

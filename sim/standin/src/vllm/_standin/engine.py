@@ -4,6 +4,12 @@ Timing (environment, seconds): GB10_STANDIN_TOKENS_PER_S (steady decode rate per
 GB10_STANDIN_WARMUP_S (extra delay before the first token of the first request after start, default 3) and
 GB10_STANDIN_WARMUP_SLOWDOWN (the first request decodes this many times slower, default 5): seed 004's first
 request ran at ~7 tok/s against ~40 later.
+
+Tool calls are as strict as vLLM's: the model writes them in one format (hermes, ``<tool_call>{json}</tool_call>``,
+unless the snapshot's config.json names another under ``gb10_standin_tool_call_format``), and with ``tool_choice``
+auto only a ``--tool-call-parser`` of that format extracts them; any other parser leaves the call as raw text in
+``content`` with no ``tool_calls`` and finish_reason stop, as vLLM does. A named or required tool choice is
+decoded under a schema (guided decoding) and needs no parser.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import time
 import uuid
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from vllm._standin import recall
 
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0)
 WORDS = ["the", "quick", "simulated", "engine", "answers", "every", "request", "with", "a", "few", "steady", "tokens"]
@@ -148,6 +156,38 @@ def tool_call_arguments(function):
     return json.dumps({name: _example(props.get(name, {})) for name in names})
 
 
+DEFAULT_TOOL_CALL_FORMAT = "hermes"
+# The --tool-call-parser values that extract each format the stand-in model can write.
+PARSERS_OF_FORMAT = {"hermes": frozenset({"hermes"})}
+
+
+def model_tool_call_format(model_path):
+    """The tool-call format the snapshot's model writes: config.json's gb10_standin_tool_call_format, or hermes."""
+    try:
+        with open(os.path.join(str(model_path), "config.json"), encoding="utf-8") as handle:
+            declared = json.load(handle).get("gb10_standin_tool_call_format")
+    except (OSError, ValueError, AttributeError):
+        declared = None
+    return declared if isinstance(declared, str) and declared else DEFAULT_TOOL_CALL_FORMAT
+
+
+def raw_tool_call_text(function, fmt=DEFAULT_TOOL_CALL_FORMAT):
+    """What the model generates for a call of ``function`` in its own format (hermes: <tool_call>{json}</tool_call>)."""
+    call = json.dumps({"name": function.get("name", ""), "arguments": json.loads(tool_call_arguments(function))})
+    if fmt == "hermes":
+        return f"<tool_call>\n{call}\n</tool_call>"
+    return call
+
+
+def parser_extracts(request, config, fmt):
+    """True when the server turns the generated call into ``tool_calls``: a named or required choice is guided,
+    "auto" needs a --tool-call-parser that reads the model's format."""
+    choice = request.get("tool_choice", "auto")
+    if isinstance(choice, dict) or choice == "required":
+        return True
+    return config.get("tool_call_parser") in PARSERS_OF_FORMAT.get(fmt, frozenset({fmt}))
+
+
 def choose_tool(request, config):
     """The function a request with tools gets called, or None when it should get text."""
     tools = request.get("tools") or []
@@ -186,8 +226,12 @@ class Engine:
         self.warmup_s = _env_float("GB10_STANDIN_WARMUP_S", 3)
         self.warmup_slowdown = max(1.0, _env_float("GB10_STANDIN_WARMUP_SLOWDOWN", 5))
         self.max_model_len = config["max_model_len"] or 8192
+        self.tool_call_format = config.get("tool_call_format") or model_tool_call_format(config.get("model", ""))
         self._first = True
         self._first_lock = threading.Lock()
+        # The KV cache sized at startup (memory.size_kv_cache) and the buffer that keeps its share resident.
+        self.kv = None
+        self.kv_resident = None
 
     def check(self, request):
         """Validate a chat request as vLLM does before queueing it; return (tool function or None, prompt, max)."""
@@ -211,8 +255,14 @@ class Engine:
             )
         return function, prompt, max_tokens
 
-    def pieces(self, function, max_tokens):
-        """What the request decodes into: ("text", word) pieces, or ("tool", name) then ("args", fragment)."""
+    def pieces(self, function, max_tokens, extracted=True):
+        """What the request decodes into: ("text", word) pieces, or ("tool", name) then ("args", fragment).
+
+        A call the parser cannot extract (``extracted`` false) comes out as the model's raw call text."""
+        if function is not None and not extracted:
+            raw = raw_tool_call_text(function, self.tool_call_format)
+            cut = max(1, len(raw) // 4)
+            return [("text", raw[i : i + cut]) for i in range(0, len(raw), cut)], "stop"
         if function is not None:
             arguments = tool_call_arguments(function)
             cut = max(1, len(arguments) // 3)
@@ -233,7 +283,11 @@ class Engine:
             delay = 1.0 / self.rate * (self.warmup_slowdown if first else 1.0)
             if first:
                 self.sleep(self.warmup_s)
-            pieces, finish = self.pieces(function, max_tokens)
+            extracted = parser_extracts(request, self.config, self.tool_call_format)
+            pieces, finish = self.pieces(function, max_tokens, extracted)
+            recalled = recall.answer(request.get("messages")) if function is None else None
+            if recalled is not None:
+                pieces, finish = [("text", recalled)], "stop"
             first_token_at = None
             last = None
             for kind, text in pieces:
