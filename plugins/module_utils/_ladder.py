@@ -104,15 +104,20 @@ def evaluate_node(
     return reasons
 
 
-def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, **limits):
+def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors=None, **limits):
     """{"rung", "tripped", "reasons", "measurements"} for one rung over every node's observations.
 
     ``recall_answer``: the answer text, or a list of them (one per replica: every one must hold the needle).
+    ``serving_errors``: {node: [the engine's error lines]} where serving did not come up (its journal's words,
+    such as vLLM's refusal when the KV cache cannot hold one request of the rung).
     """
     reasons = []
     answers = recall_answer if isinstance(recall_answer, list) else ([] if recall_answer is None else [recall_answer])
     if not serving_ok:
         reasons.append(f"serving did not become healthy with --max-model-len {rung}")
+        for node, lines in sorted((serving_errors or {}).items()):
+            for line in list(dict.fromkeys(lines or []))[-2:]:
+                reasons.append(f"{node}: the engine said: {line[:600]}")
     elif not answers:
         reasons.append("the recall request got no answer")
     else:

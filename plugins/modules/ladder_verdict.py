@@ -44,6 +44,11 @@ options:
     description: Whether serving became healthy with this max length.
     type: bool
     required: true
+  serving_errors:
+    description: Per node, the engine's error lines from its journal where serving did not come up (reported as
+      the reason of the trip).
+    type: dict
+    default: {}
   recall_answers:
     description: The recall answers, one per replica (an error text where a request failed); every one must
       hold the needle. Empty when no answer came.
@@ -66,12 +71,8 @@ options:
     description: ssh round trip above this multiple of its baseline trips a rung.
     type: float
     default: 5.0
-attributes:
-  check_mode:
-    support: full
-    description: Computes only; the same in check mode.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author: gb10.serving
 """
 
@@ -118,6 +119,7 @@ def main():
             "rung": {"type": "int", "required": True},
             "nodes": {"type": "dict", "required": True},
             "serving_ok": {"type": "bool", "required": True},
+            "serving_errors": {"type": "dict", "default": {}},
             "recall_answers": {"type": "list", "elements": "str", "default": []},
             "needle": {"type": "str", "required": True, "no_log": False},
             "mem_abort_mib": {"type": "int", "default": _ladder.DEFAULT_MEM_ABORT_MIB},
@@ -132,7 +134,9 @@ def main():
     except _ladder.LadderError as exc:
         module.fail_json(msg=str(exc))
     limits = {k: p[k] for k in ("mem_abort_mib", "ssh_limit_s", "ssh_factor")}
-    result = _ladder.evaluate_rung(p["rung"], p["nodes"], p["serving_ok"], p["recall_answers"], p["needle"], **limits)
+    result = _ladder.evaluate_rung(
+        p["rung"], p["nodes"], p["serving_ok"], p["recall_answers"], p["needle"], p["serving_errors"], **limits
+    )
     results = [*p["previous"], result]
     rep = _ladder.report(p["profile"], planned, results, limits)
     module.exit_json(

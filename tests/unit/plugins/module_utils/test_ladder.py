@@ -112,3 +112,22 @@ def test_report_yaml_and_markdown():
     assert "| 131072 | spark-2 | 3000 | 0 | 0 | 0.05 | tripped |" in md
     assert "- not tried: 262144" in md
     assert "- 131072: spark-2: MemAvailable fell to 3000 MiB" in md
+
+
+def test_a_rung_the_engine_refuses_is_reported_with_the_engines_words():
+    refusal = (
+        "ValueError: To serve at least one request with the model's max seq len (262144), (0.5 GiB KV cache is "
+        "needed, which is larger than the available KV cache memory (0.32 GiB)."
+    )
+    result = _ladder.evaluate_rung(
+        262144,
+        {"spark-1": calm(), "spark-2": calm()},
+        False,
+        [],
+        "7291",
+        serving_errors={"spark-1": [refusal, refusal], "spark-2": []},
+    )
+    assert result["tripped"]
+    assert result["reasons"][0] == "serving did not become healthy with --max-model-len 262144"
+    assert result["reasons"][1] == f"spark-1: the engine said: {refusal}"
+    assert len(result["reasons"]) == 2

@@ -1,0 +1,66 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The context ladder climbs the sim profile's rungs to one the stand-in cannot hold (issue 7, seed 004).
+
+sim-replicas climbs 8192 -> 65536 -> 262144 (its context_rungs). The stand-in's KV cache is sized from its share of
+a GB10 scaled down 128 times, so 65536 holds (recall answered from a ~64K-token prompt) and 262144 is refused at
+startup with vLLM's own ValueError. The ladder stops there, restores 65536 as the working configuration and writes
+its report (YAML and Markdown). The site goes back to the profile's 8192 afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import yaml
+
+NODES = ("spark-1", "spark-2")
+APPLY = "tests/integration/serving/serving_apply.yml"
+# Short watches and loose ssh limits: on a shared 2-core host a docker-exec round trip varies by seconds.
+SIM_LIMITS = {
+    "context_ladder_samples": 2,
+    "context_ladder_sample_interval": 2,
+    "context_ladder_mem_abort_mib": 512,
+    "context_ladder_ssh_limit_s": 60.0,
+    "context_ladder_ssh_factor": 100.0,
+    "context_ladder_health_timeout": 120,
+    "context_ladder_recall_timeout": 600,
+}
+
+
+def _max_model_len(served_sim, node):
+    with urllib.request.urlopen(f"{served_sim.replica_url(node)}/v1/models", timeout=10) as answer:
+        return json.loads(answer.read())["data"][0]["max_model_len"]
+
+
+def test_ladder_stops_at_the_rung_the_stand_in_cannot_hold_and_restores_the_one_below(served_sim, tmp_path):
+    report_dir = tmp_path / "ladder"
+    try:
+        served_sim.playbook(
+            "playbooks/context_ladder.yml", {**SIM_LIMITS, "context_ladder_report_dir": str(report_dir)}
+        )
+        report = yaml.safe_load((report_dir / "context-ladder.yml").read_text())
+        markdown = (report_dir / "context-ladder.md").read_text()
+        print("\n" + markdown)
+        assert report["planned_rungs"] == [8192, 65536, 262144]
+        assert (report["working_rung"], report["stopped_at"]) == (65536, 262144)
+        held = {r["rung"]: r for r in report["rungs"]}
+        assert not held[8192]["tripped"] and not held[65536]["tripped"], report["rungs"]
+        top = held[262144]
+        assert top["tripped"]
+        assert "serving did not become healthy with --max-model-len 262144" in top["reasons"]
+        refusals = [r for r in top["reasons"] if "To serve at least one request with the model's max seq len" in r]
+        assert refusals, top["reasons"]
+        assert "Working rung: **65536**; stopped at 262144" in markdown
+        assert "| 262144 | spark-1 |" in markdown
+
+        # The restored working configuration: both replicas serve with --max-model-len 65536 and recall again.
+        served_sim.wait_all_ready()
+        assert {node: _max_model_len(served_sim, node) for node in NODES} == dict.fromkeys(NODES, 65536)
+        unit = served_sim.exec("spark-1", "systemctl", "cat", "gb10-vllm.service").stdout
+        assert "--max-model-len 65536" in unit
+    finally:
+        served_sim.playbook(APPLY)
+        served_sim.wait_all_ready()
+        assert {node: _max_model_len(served_sim, node) for node in NODES} == dict.fromkeys(NODES, 8192)
