@@ -86,7 +86,7 @@ class ServedSim:
 
     def node_ip(self, node):
         # Nodes sit at base.(10+N) on the simulation's network (sim/lib/common.sh).
-        return f"{self.subnet_base.rsplit('.', 1)[0]}.{10 + int(node.rsplit('-', 1)[1])}"
+        return f"{self.subnet_base}.{10 + int(node.rsplit('-', 1)[1])}"
 
     @property
     def proxy_url(self):
