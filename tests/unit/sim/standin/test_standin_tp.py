@@ -17,8 +17,8 @@ def node(ip, alive=True, gpus=1):
     return {"NodeManagerAddress": ip, "Alive": alive, "Resources": {"GPU": gpus, "CPU": 4}}
 
 
-def rank(ip, node_id, host_ip=None, error=None):
-    return {"ip": ip, "node_id": node_id, "vllm_host_ip": host_ip or ip, "error": error, "bytes": 10}
+def rank(ip, node_id, ray_ip=None, error=None):
+    return {"ip": ip, "ray_ip": ray_ip or ip, "node_id": node_id, "error": error, "bytes": 10}
 
 
 def test_pitfall_tp_without_ray_backend():
@@ -29,15 +29,38 @@ def test_pitfall_tp_without_ray_backend():
     assert tpmod.world_size_error(1, None) is None
 
 
-def test_cluster_short_of_nodes_is_refused():
+def test_placement_group_pins_the_first_bundle_to_the_driver_address():
+    assert tpmod.placement_specs(2, HEAD) == [{"GPU": 1.0, f"node:{HEAD}": 0.001}, {"GPU": 1.0}]
+
+
+def test_cluster_short_of_nodes_times_out_like_vllm():
+    # vLLM waits for the placement group (PG_WAIT_TIMEOUT), then refuses with the GPU count; the stand-in adds why.
     problem = tpmod.placement_problem(HEAD, [node(HEAD), node(WORKER, alive=False)], 2)
-    assert problem.startswith("The number of required GPUs exceeds the total number of available GPUs")
+    assert problem.startswith("2 GPUs needed, 1 on 1 alive Ray node(s)")
     assert tpmod.placement_problem(HEAD, [node(HEAD), node(WORKER)], 2) is None
+    error = tpmod.placement_timeout_error(tpmod.placement_specs(2, HEAD), 60)
+    assert str(error).startswith("ValueError: Cannot provide a placement group requiring 2.0 GPUs")
+    assert "within 60 seconds" in str(error)
+    assert "make sure the IP addresses used by ray cluster are the same as VLLM_HOST_IP" in tpmod.wait_message(10, [])
 
 
 def test_driver_address_must_be_a_registered_node():
+    # The head's Ray registered under another address: node:<VLLM_HOST_IP> never exists, the group never forms.
     problem = tpmod.placement_problem(HEAD, [node("172.17.0.1"), node(WORKER)], 2)
     assert "VLLM_HOST_IP=10.77.0.11" in problem and "172.17.0.1" in problem
+    assert "--node-ip-address=10.77.0.11" in problem
+
+
+def test_driver_node_without_a_free_gpu_is_refused():
+    error = tpmod.driver_node_error({"CPU": 4.0}, "n1", HEAD)
+    assert str(error).startswith("ValueError: Current node has no GPU available.")
+    assert tpmod.driver_node_error({"GPU": 1.0}, "n1", HEAD) is None
+
+
+def test_driver_node_outside_the_placement_group_is_refused():
+    error = tpmod.bundles_error({0: "n2", 1: "n2"}, "n1", "pg")
+    assert str(error).startswith("RuntimeError: driver node id n1 is not included in a placement group pg")
+    assert tpmod.bundles_error({0: "n1", 1: "n2"}, "n1", "pg") is None
 
 
 def test_pitfall_model_only_on_head():
@@ -51,15 +74,17 @@ def test_pitfall_model_only_on_head():
 
 
 def test_node_registered_under_another_address_is_refused():
-    error = tpmod.rank_problem(HEAD, [rank(HEAD, "a"), rank("172.17.0.1", "b", host_ip=WORKER)])
-    assert "registered with Ray as 172.17.0.1 but its VLLM_HOST_IP is 10.77.0.12" in str(error)
+    # Where vLLM would hang in NCCL init (seed 000: Ray registered the wrong address), the stand-in fails at once.
+    error = tpmod.rank_problem(HEAD, [rank(HEAD, "a"), rank(WORKER, "b", ray_ip="172.17.0.1")])
+    assert "the rank on Ray node 172.17.0.1 has VLLM_HOST_IP=10.77.0.12" in str(error)
+    assert "--node-ip-address=10.77.0.12" in str(error)
 
 
-def test_driver_without_a_rank_and_duplicate_addresses_are_refused():
-    error = tpmod.rank_problem("10.77.0.13", [rank(HEAD, "a"), rank(WORKER, "b")])
-    assert "Ray does not allocate any GPUs on the driver node.Driver IP: 10.77.0.13" in str(error)
+def test_duplicate_addresses_are_refused_like_vllm():
     error = tpmod.rank_problem(HEAD, [rank(HEAD, "a"), rank(HEAD, "b")])
     assert "Every node should have a unique IP address. Got 2 nodes" in str(error)
+    error = tpmod.rank_problem("10.77.0.13", [rank(HEAD, "a"), rank(WORKER, "b")])
+    assert "Got 2 nodes with node ids ['a', 'b'] and 3 unique IP addresses" in str(error)
     assert tpmod.rank_problem(HEAD, [rank(HEAD, "a"), rank(WORKER, "b")]) is None
 
 
