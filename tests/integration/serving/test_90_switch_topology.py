@@ -1,0 +1,142 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The topology switch (seed 002, "what went wrong during the switch"), driven by playbooks/switch_topology.yml.
+
+Replicas -> tensor_parallel: the model is served split over a real (CPU) Ray cluster, head on spark-1 and worker on
+spark-2 registered at their fabric addresses, through the same proxy URL. Back to replicas with a load generator
+running through the proxy the whole time: the downtime is printed (the playbook's and the clients' view); from the
+first healthy backend on, no request fails. Runs last and leaves the site in replicas with both replicas READY,
+even when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
+
+SWITCH = "playbooks/switch_topology.yml"
+NODES = ("spark-1", "spark-2")
+TP_UNITS = {"spark-1": ("gb10-ray-head.service", "gb10-vllm-tp.service"), "spark-2": ("gb10-ray-worker.service",)}
+RAY_NODES = (
+    "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+    "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))"
+)
+
+
+class Load:
+    """Streaming chat requests through the proxy from ``concurrency`` threads until stopped (wall-clock stamps)."""
+
+    def __init__(self, url, concurrency=4):
+        self.url = url
+        self.records = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(concurrency)]
+
+    def _run(self):
+        while not self._stop.is_set():
+            record = _loadgen.one_request(self.url, "tiny-moe", "hello", 8, timeout=120, clock=time.time)
+            with self._lock:
+                self.records.append(record)
+            if not record["ok"]:
+                time.sleep(0.2)
+
+    def __enter__(self):
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=180)
+        return False
+
+
+def _switch(sim, profile):
+    report = Path(tempfile.mkdtemp(prefix="gb10-switch-")) / "switch.json"
+    started = time.monotonic()
+    sim.playbook(SWITCH, extravars={"serving_profile": profile, "switch_report": str(report)})
+    measured = json.loads(report.read_text())
+    measured["playbook_s"] = round(time.monotonic() - started, 1)
+    return measured
+
+
+def _unit(sim, node, unit):
+    shown = sim.exec(node, "systemctl", "show", "-p", "ActiveState", "-p", "UnitFileState", unit).stdout
+    return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+
+
+def _restore_replicas(sim):
+    if not sim.all_ready():
+        sim.playbook(SWITCH, extravars={"serving_profile": "sim-replicas"}, check=False)
+    sim.wait_all_ready()
+
+
+@pytest.fixture
+def site(served_sim):
+    try:
+        yield served_sim
+    finally:
+        _restore_replicas(served_sim)
+
+
+def test_switch_to_tensor_parallel_and_back_under_load(site):
+    to_tp = _switch(site, "sim-tp")
+    print(f"\nreplicas -> tensor_parallel: {to_tp}")
+    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
+
+    # The old topology is disabled, not only stopped (seed 002); the new one runs on both nodes.
+    for node in NODES:
+        for unit in ("gb10-vllm.service", "gb10-watchdog-replica.timer"):
+            assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
+            assert _unit(site, node, unit).get("ActiveState") != "active", (node, unit)
+        for unit in TP_UNITS[node]:
+            assert _unit(site, node, unit) == {"ActiveState": "active", "UnitFileState": "enabled"}, (node, unit)
+    alive = json.loads(
+        site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
+    )
+    assert alive == sorted(site.node_ip(node) for node in NODES), alive
+
+    # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
+    assert set(site.backend_states()) == {"spark-1"}
+    answer = site.chat("hello from the split model")
+    assert answer["choices"][0]["message"]["content"], answer
+    # Idempotent: switching to where the site already is changes nothing and has no downtime.
+    again = _switch(site, "sim-tp")
+    assert again["from"] == "" and again["no_healthy_backend_s"] is None, again
+
+    with Load(site.proxy_url) as load:
+        time.sleep(5)
+        back = _switch(site, "sim-replicas")
+        time.sleep(5)
+    print(f"tensor_parallel -> replicas: {back}")
+    assert (back["from"], back["to"], back["servers"]) == ("tensor_parallel", "replicas", list(NODES))
+
+    ready_at = float(back["ready_at"])
+    records = sorted(load.records, key=lambda r: r["start"])
+    failed = [r for r in records if not r["ok"]]
+    after = [r for r in records if r["start"] >= ready_at]
+    failed_after = [r for r in after if not r["ok"]]
+    first_fail = failed[0]["start"] if failed else None
+    first_ok_after = next((r["end"] for r in records if r["ok"] and first_fail and r["start"] > first_fail), None)
+    print(
+        f"load through the proxy: {len(records)} requests, {len(failed)} failed in all; "
+        f"no healthy backend (playbook) {back['no_healthy_backend_s']} s; clients saw errors from "
+        f"{0 if first_fail is None else first_fail - records[0]['start']:.1f} s to "
+        f"{0 if first_ok_after is None else first_ok_after - records[0]['start']:.1f} s into the run; "
+        f"after the first healthy backend: {len(after)} requests, {len(failed_after)} failed"
+    )
+    assert after, "no request was sent after the first healthy backend came back"
+    assert not failed_after, failed_after[:3]
+    for node in NODES:
+        for unit in TP_UNITS[node]:
+            assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
+    site.wait_all_ready()
