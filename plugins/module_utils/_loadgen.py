@@ -22,8 +22,11 @@ def filler_prompt(tokens):
     return f"{body}\nSummarise the list above in one sentence."
 
 
-def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
-    """One streaming chat completion; returns a record with start / first_token / end / completion_tokens / ok."""
+def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False):
+    """One streaming chat completion; returns a record with start / first_token / end / completion_tokens / ok.
+
+    ``require_finish``: a stream that ends without a finish_reason was cut short (a replica died under it) and
+    fails the record."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -38,9 +41,11 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
         headers={"Content-Type": "application/json"},
     )
     record = {"start": clock(), "first_token": None, "end": None, "completion_tokens": 0, "ok": False, "error": ""}
-    pieces = 0
+    record["status"] = 0
+    pieces, finish = 0, None
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
+            record["status"] = resp.status
             for raw in resp:
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:") or line.endswith("[DONE]"):
@@ -50,18 +55,91 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
                 if usage.get("completion_tokens") is not None:
                     record["completion_tokens"] = int(usage["completion_tokens"])
                 for choice in chunk.get("choices") or []:
+                    finish = choice.get("finish_reason") or finish
                     delta = choice.get("delta") or {}
                     if delta.get("content") or delta.get("reasoning") or delta.get("tool_calls"):
                         pieces += 1
                         if record["first_token"] is None:
                             record["first_token"] = clock()
+        if require_finish and finish is None:
+            raise ValueError("the stream ended without a finish_reason (cut short)")
         record["ok"] = True
     except (urllib.error.URLError, OSError, ValueError) as exc:
+        record["status"] = getattr(exc, "code", record["status"])
         record["error"] = str(exc)[:200]
     record["end"] = clock()
     if record["ok"] and not record["completion_tokens"]:
         record["completion_tokens"] = pieces
     return record
+
+
+def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
+    """One non-streaming chat completion; a record with start / end / status / completion_tokens / ok / error."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens)}
+    req = urllib.request.Request(
+        url.rstrip("/") + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    record = {"start": clock(), "end": None, "status": 0, "completion_tokens": 0, "ok": False, "error": ""}
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            record["status"] = resp.status
+            answer = json.loads(resp.read())
+        if not answer.get("choices"):
+            raise ValueError(f"a completion without choices: {str(answer)[:120]}")
+        record["completion_tokens"] = int((answer.get("usage") or {}).get("completion_tokens") or 0)
+        record["ok"] = True
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        record["status"] = getattr(exc, "code", record["status"])
+        record["error"] = str(exc)[:200]
+    record["end"] = clock()
+    return record
+
+
+class Steady:
+    """A steady stream of chat requests through one endpoint until stop(): ``concurrency`` workers, each sending
+    plain and streaming requests in turn with ``pause_s`` between them. Every request carries ``timeout``; stop()
+    waits for the requests in flight and returns every record (``stream`` says which kind it was)."""
+
+    def __init__(self, url, model, concurrency=2, max_tokens=8, timeout=120, pause_s=0.1, clock=time.monotonic):
+        self.url, self.model, self.max_tokens, self.timeout = url, model, max_tokens, timeout
+        self.concurrency, self.pause_s, self.clock = max(1, int(concurrency)), float(pause_s), clock
+        self.records, self._lock, self._stop = [], threading.Lock(), threading.Event()
+        self._threads = []
+
+    def _worker(self, n):
+        stream = bool(n % 2)
+        while not self._stop.is_set():
+            if stream:
+                rec = one_request(
+                    self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock, require_finish=True
+                )
+            else:
+                rec = plain_request(self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock)
+            rec["stream"] = stream
+            with self._lock:
+                self.records.append(rec)
+            stream = not stream
+            self._stop.wait(self.pause_s)
+
+    def start(self):
+        self._threads = [threading.Thread(target=self._worker, args=(n,), daemon=True) for n in range(self.concurrency)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=float(self.timeout) + 5)
+        with self._lock:
+            return list(self.records)
+
+
+def failures(records):
+    """The records that failed or answered 5xx (a 5xx the client read as an answer still counts)."""
+    return [r for r in records if not r.get("ok") or int(r.get("status") or 0) >= 500]
 
 
 def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline_s, clock=time.monotonic):

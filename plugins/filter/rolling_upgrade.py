@@ -1,0 +1,72 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Filters of the rolling upgrade (playbooks/rolling_upgrade.yml); the logic is in module_utils/_rolling_upgrade."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gb10.serving.plugins.module_utils import _rolling_upgrade
+
+DOCUMENTATION = r"""
+name: rolling_upgrade
+short_description: Decisions of the rolling upgrade
+version_added: 0.1.0
+description:
+  - C(vllm_in_flight) reads a replica's own /metrics text and returns {running, waiting, total}.
+  - C(upgrade_smoke_request) is the tool-call smoke test's request body for a served model name.
+  - C(upgrade_smoke_verdict) and C(upgrade_warmup_verdict) judge a chat completion ({ok, reason}).
+  - C(upgrade_node_drift) lists what differs between the running serving container and the target.
+  - C(upgrade_merge_proxy_views) merges every proxy's servers: up only where all hold it up, the strictest admin state.
+  - C(upgrade_failure_message) says what failed, where the site stands and how to resume.
+  - C(upgrade_node_timings) turns one node's time marks into its figures (restart and overhead seconds).
+"""
+
+
+def vllm_in_flight(text):
+    try:
+        return _rolling_upgrade.in_flight(text)
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
+def upgrade_smoke_request(model, max_tokens=256):
+    return _rolling_upgrade.smoke_request(model, max_tokens)
+
+
+def upgrade_smoke_verdict(response, parser=None):
+    return _rolling_upgrade.smoke_verdict(response, parser)
+
+
+def upgrade_warmup_verdict(response):
+    return _rolling_upgrade.warmup_verdict(response)
+
+
+def upgrade_node_drift(container, image, argv, env):
+    return _rolling_upgrade.node_drift(container, image, list(argv), dict(env))
+
+
+def upgrade_merge_proxy_views(views):
+    return _rolling_upgrade.merge_proxy_views([list(servers) for servers in views])
+
+
+def upgrade_failure_message(node, step, error, serving, command, drained=True):
+    return _rolling_upgrade.failure_message(node, step, error, list(serving), command, bool(drained))
+
+
+def upgrade_node_timings(marks):
+    return _rolling_upgrade.node_timings({key: float(value) for key, value in dict(marks).items()})
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "vllm_in_flight": vllm_in_flight,
+            "upgrade_smoke_request": upgrade_smoke_request,
+            "upgrade_smoke_verdict": upgrade_smoke_verdict,
+            "upgrade_warmup_verdict": upgrade_warmup_verdict,
+            "upgrade_node_drift": upgrade_node_drift,
+            "upgrade_merge_proxy_views": upgrade_merge_proxy_views,
+            "upgrade_failure_message": upgrade_failure_message,
+            "upgrade_node_timings": upgrade_node_timings,
+        }

@@ -1,0 +1,71 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The shape of playbooks/rolling_upgrade.yml: what DESIGN section 6 promises, in the order it promises it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
+
+
+def load(name):
+    return yaml.safe_load((PLAYBOOKS / name).read_text())
+
+
+def names(tasks):
+    return [task["name"] for task in tasks]
+
+
+def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play():
+    plays = load("rolling_upgrade.yml")
+    assert plays[0]["ansible.builtin.import_playbook"] == "plan.yml"
+    refuse, prove, serial = plays[1], plays[2], plays[3]
+    assert "switch_topology.yml" in refuse["tasks"][0]["ansible.builtin.assert"]["fail_msg"]
+    assert prove["any_errors_fatal"] is True and "serial" not in prove
+    roles = [t.get("ansible.builtin.include_role", {}).get("name") for t in prove["tasks"]]
+    assert {"gb10.serving.serving_image", "gb10.serving.model_weights"} <= set(roles)
+    lockstep = next(t for t in prove["tasks"] if "name" in t.get("ansible.builtin.apt", {}))
+    assert lockstep["check_mode"] is True
+    assert serial["serial"] == 1 and serial["any_errors_fatal"] is True
+
+
+def test_a_failed_node_is_kept_drained_and_the_message_says_how_to_resume():
+    serial = load("rolling_upgrade.yml")[3]
+    block = serial["tasks"][0]
+    rescue = block["rescue"]
+    assert rescue[0]["gb10.serving.haproxy_server"]["state"] == "drain"
+    assert "upgrade_failure_message" in rescue[-1]["ansible.builtin.fail"]["msg"]
+
+
+def test_per_node_steps_in_order():
+    steps = names(load("tasks/rolling_upgrade_apply.yml"))
+
+    def at(words):
+        return next(i for i, name in enumerate(steps) if words in name)
+
+    order = [
+        at("Refuse to drain the last replica"),
+        at("Drain the replica"),
+        at("own /metrics"),
+        at("Stop the replica"),
+        at("FlashInfer JIT"),
+        at("driver and kernel set"),
+        at("Reboot"),
+        at("Apply the serving units"),
+        at("warm-up request"),
+        at("tool-call smoke test"),
+        at("without a restart of its own"),
+        at("Put the replica back in service"),
+    ]
+    assert order == sorted(order), steps
+
+
+def test_reboot_passes_the_pre_reboot_gate_first():
+    apply = load("tasks/rolling_upgrade_apply.yml")
+    reboot = next(t for t in apply if t["name"] == "Reboot into the target kernel")
+    inner = reboot["block"]
+    assert inner[0]["ansible.builtin.include_role"]["tasks_from"] == "pre_reboot_gate"
+    assert "ansible.builtin.reboot" in inner[1]
