@@ -12,7 +12,7 @@ SIM_PROFILE ?= sim-replicas
 SIM_NODES ?= 2
 export SIM_NODES
 
-.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit molecule integration clean
+.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit molecule integration test-serving molecule-tp clean
 
 help:
 	@echo "make sim       build and start the two-node simulation, converge site.yml (SIM_PROFILE=$(SIM_PROFILE))"
@@ -65,11 +65,26 @@ lint: collections
 unit: collections
 	pytest -q tests/unit
 
+# tests/integration/serving needs a converged site: in `make test` it runs once inside molecule default's verify.
 integration: collections sim-images
-	pytest -q tests/integration
+	pytest -q tests/integration --ignore=tests/integration/serving
 
+test-serving: collections sim-images
+	pytest -q -s tests/integration/serving
+
+# make test runs every scenario but tensor_parallel: the served-site suite in default's verify already switches
+# that site to tensor parallel over real Ray and back (test_90); the scenario itself costs ~20 more minutes.
+MOLECULE_SCENARIOS ?= default model_weights nvidia_lockstep
 molecule: collections sim-images
-	molecule test --all
+	set -e; for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
+
+molecule-tp: collections sim-images
+	molecule test -s tensor_parallel
+
+# The rolling upgrade's overhead beyond each replica's own restart time, on a converged `make sim` (prints figures).
+.PHONY: bench-upgrade
+bench-upgrade: collections
+	$(BIN)/python scripts/bench_upgrade.py
 
 test: lint unit integration molecule
 

@@ -1,0 +1,257 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""playbooks/rolling_upgrade.yml under a steady load through the proxy (issue 6, DESIGN section 6).
+
+Every test sends plain and streaming chat requests through the proxy for the whole run and asserts 0 failed
+requests and 0 5xx; it prints the requests each replica served over time, read from each replica's own /metrics
+(seed 002: never through the proxy). Every test puts the site back on the original profile (a rolling upgrade to
+it) and waits until both replicas are serving and READY, even when it fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+
+import pytest
+import yaml
+
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+PLAYBOOK = "playbooks/rolling_upgrade.yml"
+PROFILE = "sim-replicas"
+NODES = ("spark-1", "spark-2")
+# The local hub serves two revisions of the sim model (sim/hub): the second is the upgrade target.
+NEXT_REVISION = "9b1e4f7a2c6d8e0f3a5b7c9d1e2f4a6b8c0d2e4f"
+
+
+def profiles(sim):
+    return yaml.safe_load((sim.inventory / "group_vars" / "all" / "serving_profiles.yml").read_text())[
+        "serving_profiles"
+    ]
+
+
+def target(sim, change):
+    """Extra vars that make the sim-replicas profile of the inventory into the target: change(profile) edits it."""
+    edited = copy.deepcopy(profiles(sim))
+    change(edited[PROFILE])
+    return {"serving_profiles": edited}
+
+
+class PerReplica:
+    """Samples each replica's own vllm:request_success counter every ``every`` seconds (a restart resets it)."""
+
+    def __init__(self, sim, every=2.0):
+        self.sim, self.every = sim, every
+        self.rows, self._stop = [], threading.Event()
+        self._last = dict.fromkeys(NODES, 0.0)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _served(self, node):
+        try:
+            with urllib.request.urlopen(f"{self.sim.replica_url(node)}/metrics", timeout=3) as answer:
+                return _bench.parse_metrics(answer.read().decode()).get("vllm:request_success_total", 0.0)
+        except (OSError, ValueError):
+            return None
+
+    def _run(self):
+        started = time.monotonic()
+        while not self._stop.is_set():
+            row = {"t": round(time.monotonic() - started, 1)}
+            for node in NODES:
+                now = self._served(node)
+                if now is None:
+                    row[node] = "down"
+                    continue
+                before = self._last[node]
+                row[node] = int(now - before if now >= before else now)
+                self._last[node] = now
+            self.rows.append(row)
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        for node in NODES:
+            self._last[node] = self._served(node) or 0.0
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def table(self, bucket=10.0):
+        """[(from-s, {node: "served" or "served (down)"})] per ``bucket`` seconds; down: a read found no replica."""
+        buckets = {}
+        for row in self.rows:
+            slot = buckets.setdefault(int(row["t"] // bucket * bucket), {node: [0, False] for node in NODES})
+            for node in NODES:
+                if row[node] == "down":
+                    slot[node][1] = True
+                else:
+                    slot[node][0] += row[node]
+        return [
+            (key, {node: f"{count}{' (down)' if down else ''}" for node, (count, down) in buckets[key].items()})
+            for key in sorted(buckets)
+        ]
+
+
+@contextmanager
+def steady_load(sim, label):
+    """Plain and streaming requests through the proxy for the whole block; asserts none failed and none was 5xx."""
+    load = _loadgen.Steady(sim.proxy_url, "tiny-moe", concurrency=3, max_tokens=8, timeout=120, pause_s=0.1)
+    with PerReplica(sim) as watch:
+        load.start()
+        try:
+            yield load
+        finally:
+            records = load.stop()
+    failed = _loadgen.failures(records)
+    print(
+        f"\n[{label}] {len(records)} requests through the proxy "
+        f"({sum(1 for r in records if r['stream'])} streaming), {len(failed)} failed or 5xx"
+    )
+    print(f"[{label}] requests served per replica (own /metrics), per 10 s:")
+    print("    from-s  " + "  ".join(f"{n:>14}" for n in NODES))
+    for start, slot in watch.table():
+        print(f"    {start:>6}  " + "  ".join(f"{slot[n]:>14}" for n in NODES))
+    assert records, "the load generator sent nothing"
+    assert not failed, f"{len(failed)} request(s) failed or answered 5xx: {failed[:5]}"
+
+
+def restore(sim):
+    """A rolling upgrade back to the inventory's own profile; both replicas serving and READY."""
+    sim.playbook(PLAYBOOK)
+    sim.wait_all_ready()
+
+
+def running_argv(sim, node):
+    inspect = sim.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout
+    return yaml.safe_load(inspect)
+
+
+def container_id(sim, node):
+    return sim.exec(node, "docker", "inspect", "-f", "{{.Id}}", "gb10-vllm", check=False).stdout.strip()
+
+
+def output(runner):
+    """The run's output with whitespace collapsed: the YAML callback folds long messages over lines."""
+    return " ".join(runner.stdout.read().split())
+
+
+def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
+    sim = served_sim
+    extravars = target(sim, lambda p: p["model"].update(revision=NEXT_REVISION))
+    before = {node: container_id(sim, node) for node in NODES}
+    try:
+        with steady_load(sim, "upgrade to the next model revision"):
+            runner = sim.playbook(PLAYBOOK, extravars=extravars)
+        text = output(runner)
+        for node in NODES:
+            argv = running_argv(sim, node)
+            assert any(NEXT_REVISION in word for word in argv), f"{node} does not serve the target: {argv}"
+            assert container_id(sim, node) != before[node], f"{node} was not restarted"
+        assert sim.all_ready()
+        for node in NODES:
+            assert f"{node} upgraded and ready" in text, f"no figures for {node}"
+        print(
+            "\n"
+            + "\n".join(part.split(" TASK ")[0] for part in text.split("msg: ")[1:] if "upgraded and ready" in part)
+        )
+    finally:
+        restore(sim)
+
+
+def test_node_failing_its_smoke_test_stays_drained(served_sim):
+    sim = served_sim
+    extravars = target(sim, lambda p: p["vllm_options"].update({"tool-call-parser": "llama3_json"}))
+    try:
+        with steady_load(sim, "wrong tool-call parser"):
+            runner = sim.playbook(PLAYBOOK, extravars=extravars, check=False)
+            states = sim.backend_states()
+            serving_second = sim.served("spark-2") and sim.chat("still there?")["choices"]
+        text = output(runner)
+        assert runner.rc != 0, "the upgrade to a wrong tool-call parser went through"
+        assert "tool-call smoke test" in text and "came back as text in content" in text
+        assert "spark-1 stays DRAINED" in text and "resume with the same command" in text
+        assert states["spark-1"][1] != 0, f"spark-1 is not drained: {states}"
+        assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
+        assert serving_second
+        assert "hermes" in running_argv(sim, "spark-2"), "spark-2 was touched after spark-1 failed"
+    finally:
+        restore(sim)
+
+
+def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):
+    sim = served_sim
+    extravars = target(sim, lambda p: p["vllm_options"].pop("enable-prefix-caching"))
+    first = NODES[0]
+    original = container_id(sim, first)
+    killed = threading.Event()
+
+    def kill_the_new_replica():
+        # Once the first node is drained and its upgraded replica's container exists, kill it (as the OOM killer
+        # or a crash would): systemd's Restart=on-failure brings it back, which the upgrade must not trust.
+        # The preflight of the target on every node comes first and takes minutes on a loaded machine.
+        deadline = time.monotonic() + 3600
+        while time.monotonic() < deadline and not killed.is_set():
+            try:
+                drained = sim.backend_states().get(first, (0, 0))[1] != 0
+                now = container_id(sim, first) if drained else ""
+            except (OSError, subprocess.SubprocessError):
+                drained, now = False, ""
+            if now and now != original:
+                sim.exec(first, "docker", "kill", "gb10-vllm", check=False)
+                killed.set()
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_the_new_replica, daemon=True)
+    try:
+        with steady_load(sim, "replica killed mid-upgrade"):
+            killer.start()
+            runner = sim.playbook(PLAYBOOK, extravars=extravars, check=False)
+            killer.join(timeout=5)
+            states = sim.backend_states()
+        text = output(runner)
+        assert killed.is_set(), "the new replica was never seen to kill"
+        assert runner.rc != 0, "the upgrade went on after its replica died"
+        assert f"{first} stays DRAINED" in text
+        assert states[first][1] != 0, f"{first} is not drained: {states}"
+        assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
+        assert "--enable-prefix-caching" in running_argv(sim, "spark-2"), "spark-2 was touched"
+    finally:
+        killed.set()
+        restore(sim)
+
+
+@pytest.mark.parametrize("profile", ["sim-tp"])
+def test_tensor_parallel_is_refused_with_the_switch_playbook_named(served_sim, profile):
+    runner = served_sim.playbook(PLAYBOOK, extravars={"serving_profile": profile}, check=False)
+    text = output(runner)
+    assert runner.rc != 0
+    assert "playbooks/switch_topology.yml" in text and "Nothing was changed" in text
+    served_sim.wait_all_ready(timeout=30)
+
+
+def test_pitfall_reload_forgets_a_drained_replica(served_sim):
+    # A replica left drained by a failed upgrade must stay drained when HAProxy reloads (site.yml, an operator):
+    # the reload saves the runtime state for the new process (roles/proxy, server-state-file).
+    sim = served_sim
+    try:
+        assert sim.proxy_admin("set server vllm/spark-2 state drain").strip() == ""
+        sim.exec("spark-1", "systemctl", "reload", "haproxy.service")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sim.backend_states().get("spark-2") is None:
+            time.sleep(0.5)
+        time.sleep(2)
+        states = sim.backend_states()
+        print(f"\nafter the reload: {states}")
+        assert states["spark-2"][1] & 0x08, f"the reload put the drained spark-2 back in service: {states}"
+        assert states["spark-1"] == (2, 0)
+    finally:
+        sim.proxy_admin("set server vllm/spark-2 state ready")
+        sim.wait_all_ready()
