@@ -18,7 +18,7 @@ description:
   - Run on the control machine. For every target (each replica's own address:port, and the proxy) and every
     prompt kind, sends a bounded number of streaming chat requests at each concurrency and measures tokens per
     second, requests per minute and time to first token.
-  - The first request after any start is a warm-up (kernels compile on it): one is sent to every target alone
+  - The first request after any start is a warm-up (kernels compile on it), so one is sent to every target alone
     first and never counted.
   - Reads vLLM's counters from each replica's own /metrics before and after each run and sums them; refuses a
     metrics target that is the proxy (consecutive reads through it come from different replicas).

@@ -8,7 +8,7 @@ module: earlyoom_armed
 short_description: Check from earlyoom's own startup log that its current run will really fire
 description:
   - Reads the journal lines of the B(current) run of the earlyoom unit only, selected by the unit's
-    InvocationID, so an earlier run's thresholds cannot answer (seed 004: reading the journal right after a
+    InvocationID, so an earlier run's thresholds cannot answer (seed 004 - reading the journal right after a
     restart returned the previous run's lines).
   - Parses earlyoom 1.7 (C(mem <=), C(swap <=)) and 1.8+ (C(mem avail <=), C(swap free <=)) wording, compares the
     SIGTERM and SIGKILL thresholds with the intended ones, and checks that the swap side cannot block either signal
@@ -20,7 +20,7 @@ options:
     type: str
     default: earlyoom.service
   intended:
-    description: Intended thresholds, C({SIGTERM: {mem: 4.0, swap: 100.0}, SIGKILL: {mem: 2.0, swap: 100.0}}).
+    description: Intended thresholds per signal in percent, e.g. SIGTERM mem 4 swap 100, SIGKILL mem 2 swap 100.
     type: dict
     required: true
   swappiness:

@@ -8,7 +8,7 @@ module: image_identity
 short_description: Read a local image's content identity (config digest and layer digests) and compare it
 description:
   - Reads C(docker image inspect) of O(name) on the node and returns its Id (the config digest) and layer digests.
-    RepoDigests are not used: they do not survive C(docker save) / C(docker load).
+    RepoDigests are not used, as they do not survive C(docker save) / C(docker load).
   - With O(require_digest), refuses a O(name) that is not C(repository@sha256:<64 hex>) before looking.
   - With O(expected), fails when the node holds a different image under O(name), naming the node and both Ids.
 options:

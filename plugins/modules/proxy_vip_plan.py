@@ -11,7 +11,7 @@ short_description: Plan the floating proxy address (keepalived VRRP, unicast pee
 description:
   - Runs on the controller (an action plugin), so the plan is checked before any node changes.
   - For every node of the proxy group, the unicast source (its C(gb10_fabric_address)), its unicast peers (the
-    other proxies' fabric addresses), its VRRP priority (C(proxy_vip_priority), or the group's order: first host
+    other proxies' fabric addresses), its VRRP priority (C(proxy_vip_priority), or the group's order - first host
     highest) and the interface the floating address lives on (C(proxy_vip_interface), default the fabric one).
   - Fails with ALL violations, each naming node, rule and fix, when the address is no valid host address, is a
     node's own address, lies outside the subnet of the interface it lands on, the proxy group has fewer than two

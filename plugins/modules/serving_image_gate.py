@@ -29,7 +29,7 @@ options:
     type: str
     required: true
   critical_pins:
-    description: Distributions the built image must carry at exactly this version, C({flashinfer-python: 0.6.18}).
+    description: Distributions the built image must carry at exactly this version, e.g. flashinfer-python 0.6.18.
     type: dict
     default: {}
   ray_version:
@@ -74,7 +74,7 @@ missing:
   elements: list
   returned: when probed
 added:
-  description: Distributions the layer added, C({name: version}).
+  description: Distributions the layer added, name to version.
   type: dict
   returned: when probed
 ray_version:
