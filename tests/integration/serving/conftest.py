@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,8 @@ class ServedSim:
     repo: Path = REPO
     inventory: Path = INVENTORY
     runs: list = field(default_factory=list)
+    # ansible-runner's private data dirs (events are read from them lazily); removed when the session ends.
+    scratch: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gb10-it-"))
 
     @property
     def prefix(self):
@@ -118,7 +121,7 @@ class ServedSim:
         if not playbook.is_absolute():
             playbook = self.repo / playbook
         variables = {"serving_profile": PROFILE, **(extravars or {})}
-        private = tempfile.mkdtemp(prefix="gb10-it-runner-")
+        private = tempfile.mkdtemp(prefix="runner-", dir=self.scratch)
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(self.repo),
@@ -211,6 +214,7 @@ def served_sim():
         yield sim
         sim.wait_all_ready()
     finally:
+        shutil.rmtree(sim.scratch, ignore_errors=True)
         if not reuse and os.environ.get("GB10_IT_KEEP") != "1":
             sim.script("sim/down.sh")
         print(f"\nserved_sim playbook runs: {sim.runs}", file=sys.stderr)
