@@ -7,12 +7,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import re
-from pathlib import Path
 
-import jinja2
-import yaml
+from haproxy_render import ROLE, render
 
-ROLE = Path(__file__).resolve().parents[4] / "roles" / "proxy"
 SCRIPT = ROLE / "files" / "gb10-haproxy-save-state"
 _loader = importlib.machinery.SourceFileLoader("gb10_haproxy_save_state", str(SCRIPT))
 _spec = importlib.util.spec_from_loader("gb10_haproxy_save_state", _loader)
@@ -25,20 +22,6 @@ HEADER = (
     "srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port "
     "srv_check_addr srv_agent_addr srv_agent_port"
 )
-
-
-def render(max_seqs=(12, 8)):
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    nodes = {f"spark-{i + 1}": {"port": 8000, "max_num_seqs": seqs} for i, seqs in enumerate(max_seqs)}
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROLE / "templates"), undefined=jinja2.StrictUndefined)
-    return env.get_template("haproxy.cfg.j2").render(
-        ansible_managed="Ansible managed",
-        _proxy_plan={"profile": "pair", "nodes": nodes},
-        _proxy_servers=sorted(nodes),
-        _proxy_errorfile="/etc/haproxy/errors/gb10-503-queue.http",
-        hostvars={host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
-        **defaults,
-    )
 
 
 def row(name, addr, admin=0, port=8000, srv_id=1):
