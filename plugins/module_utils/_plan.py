@@ -713,6 +713,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
                     f"--node-ip-address={address}",
                     f"--port={RAY_PORT}",
                     "--num-gpus=1",
+                    # No dashboard: nothing here reads it, and on a loaded head it is the heaviest Ray process.
+                    "--include-dashboard=false",
                     "--block",
                 ]
             else:

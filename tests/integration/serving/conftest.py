@@ -33,12 +33,39 @@ NODES = ("spark-1", "spark-2")
 ADMIN_SOCKET = "/run/haproxy/admin.sock"
 
 
+def _network_subnet_base(network):
+    """The first three octets of a running simulation network's subnet (None when no such network runs)."""
+    done = subprocess.run(
+        ["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", network],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    subnets = done.stdout.split() if done.returncode == 0 else []
+    if not subnets:
+        return None
+    return subnets[0].split("/", 1)[0].rsplit(".", 1)[0]
+
+
+def _subnet_base(network, reuse):
+    """SIM_SUBNET_BASE as given; else, reusing a running simulation, that simulation's own; else the suite's own."""
+    if os.environ.get("SIM_SUBNET_BASE"):
+        return os.environ["SIM_SUBNET_BASE"]
+    if reuse:
+        base = _network_subnet_base(network)
+        if base is None:
+            pytest.fail(f"GB10_IT_SIM_REUSE=1 but no network {network!r} runs: start it (make sim) or set SIM_PREFIX")
+        return base
+    return "10.83.0"
+
+
 def _env():
     prefix = os.environ.get("SIM_PREFIX", "gb10-it")
+    network = os.environ.get("SIM_NETWORK", prefix)
     env = {
         "SIM_PREFIX": prefix,
-        "SIM_NETWORK": os.environ.get("SIM_NETWORK", prefix),
-        "SIM_SUBNET_BASE": os.environ.get("SIM_SUBNET_BASE", "10.83.0"),
+        "SIM_NETWORK": network,
+        "SIM_SUBNET_BASE": _subnet_base(network, os.environ.get("GB10_IT_SIM_REUSE") == "1"),
         "SIM_NODES": str(len(NODES)),
         "GB10_SIM_IMAGES": os.environ.get("GB10_SIM_IMAGES", str(REPO / "sim" / "build" / "images.yml")),
         "GB10_SIM_WHEELHOUSE": os.environ.get("GB10_SIM_WHEELHOUSE", str(REPO / "sim" / "build" / "wheelhouse")),
