@@ -140,3 +140,49 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
         for unit in TP_UNITS[node]:
             assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
     site.wait_all_ready()
+
+
+def _active(sim, node, unit):
+    return _unit(sim, node, unit).get("ActiveState")
+
+
+def _wait_stopped(sim, node, units, timeout=120):
+    # Conflicts= queues the stop jobs; the start does not wait for them (docker stop takes a while).
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = {unit: _active(sim, node, unit) for unit in units}
+        if all(state in ("inactive", "failed") for state in states.values()):
+            return states
+        time.sleep(1)
+    return states
+
+
+def test_pitfall_old_watchdog_restarts_the_other_topology(site):
+    # Seed 002: the old topology's watchdog, only stopped, would start its replica again beside the new one. Back in
+    # replicas after the switch, the tensor-parallel watchdog runs more times than its failure limit and starts nothing.
+    for _ in range(4):
+        site.exec("spark-1", "systemctl", "restart", "gb10-watchdog-tp.service", check=False)
+    states = {unit: _active(site, "spark-1", unit) for unit in (*TP_UNITS["spark-1"], "gb10-vllm.service")}
+    print(f"\nafter the tensor-parallel watchdog ran 4 times on spark-1: {states}")
+    assert states["gb10-vllm.service"] == "active", states
+    for unit in TP_UNITS["spark-1"]:
+        assert states[unit] in ("inactive", "failed"), states
+    site.wait_all_ready(timeout=60)
+
+
+def test_pitfall_conflicting_unit_started_by_hand_stops_the_other_topology(site):
+    # The units declare Conflicts= with the other topology's: an operator's start of a tensor-parallel unit stops the
+    # replica on that node rather than running both on one GPU.
+    node = "spark-2"
+    for unit in TP_UNITS[node]:
+        declared = site.exec(node, "systemctl", "show", "-p", "Conflicts", "--value", "gb10-vllm.service").stdout
+        assert unit in declared.split(), (node, declared)
+    try:
+        site.exec(node, "systemctl", "start", "--no-block", *TP_UNITS[node])
+        states = _wait_stopped(site, node, ["gb10-vllm.service"])
+        print(f"\n{node} after starting {TP_UNITS[node]} by hand: {states}")
+        assert states["gb10-vllm.service"] in ("inactive", "failed"), states
+    finally:
+        site.exec(node, "systemctl", "stop", *TP_UNITS[node], check=False)
+        site.exec(node, "systemctl", "start", "gb10-vllm.service", check=False)
+        site.wait_all_ready()
