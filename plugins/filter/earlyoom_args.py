@@ -12,6 +12,8 @@ from ansible_collections.gb10.serving.plugins.module_utils._earlyoom import (
 DOCUMENTATION = r"""
 name: earlyoom_args
 short_description: earlyoom arguments from thresholds in percent or GiB, refusing combinations that disarm it
+version_added: 0.1.0
+author: gb10.serving maintainers
 description:
   - Converts SIGTERM/SIGKILL thresholds given as a percent of MemTotal (C(4%)) or a size (C(4.9GiB)) into
     earlyoom's C(-m TERM,KILL), always giving both values explicitly.
@@ -40,8 +42,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: args (list), thresholds (per signal mem/swap percent), arithmetic (text), problems (list).
+  description: earlyoom's arguments, the thresholds they set, the arithmetic behind them and any refusal.
   type: dict
+  contains:
+    args:
+      description: The arguments, always with C(-r), C(-m TERM,KILL) and C(-s TERM,KILL).
+      type: list
+      elements: str
+    thresholds:
+      description: Per signal, the memory and swap percent earlyoom will act on.
+      type: dict
+    arithmetic:
+      description: The thresholds in percent and GiB of MemTotal, for an operator to check.
+      type: str
+    problems:
+      description: Reasons this configuration would never fire; empty when earlyoom is armed.
+      type: list
+      elements: str
 """
 
 

@@ -1,43 +1,13 @@
-"""Filters of the context ladder: recall_prompt (the long-context request) and ladder_observations."""
+"""Filters of the context ladder: recall_prompt (the long-context request) and ladder_observations.
+
+Each filter's documentation is its own sidecar file (plugins/filter/<filter name>.yml): ansible-doc reads a
+DOCUMENTATION here for every filter of the file, so this file holds none.
+"""
 
 from __future__ import annotations
 
 from ansible_collections.gb10.serving.plugins.module_utils._ladder import recall_prompt as _recall_prompt
 from ansible_collections.gb10.serving.plugins.module_utils._status import meminfo_mib
-
-DOCUMENTATION = r"""
-name: recall_prompt
-short_description: A prompt of about N tokens with a needle buried two thirds in, and the question for it
-description:
-  - Common one-token words as filler, the sentence "The secret code is NEEDLE." two thirds in, then the question.
-  - C(reserve_tokens) leaves room for the chat template and the answer.
-positional: needle, reserve_tokens
-options:
-  _input:
-    description: The context length to fill, in tokens (the rung).
-    type: int
-    required: true
-  needle:
-    description: The code the answer must repeat.
-    type: str
-    required: true
-  reserve_tokens:
-    description: Tokens left for the template and the answer.
-    type: int
-    default: 1024
-"""
-
-EXAMPLES = r"""
-- name: Build the recall prompt of a rung
-  ansible.builtin.set_fact:
-    __prompt: "{{ 131072 | gb10.serving.recall_prompt('4711') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The prompt text.
-  type: str
-"""
 
 
 def _lines(result):

@@ -1,26 +1,16 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""Filters of the rolling upgrade (playbooks/rolling_upgrade.yml); the logic is in module_utils/_rolling_upgrade."""
+"""Filters of the rolling upgrade (playbooks/rolling_upgrade.yml); the logic is in module_utils/_rolling_upgrade.
+
+Each filter's documentation is its own sidecar file (plugins/filter/<filter name>.yml): ansible-doc reads a
+DOCUMENTATION here for every filter of the file, so this file holds none.
+"""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gb10.serving.plugins.module_utils import _rolling_upgrade
-
-DOCUMENTATION = r"""
-name: rolling_upgrade
-short_description: Decisions of the rolling upgrade
-version_added: 0.1.0
-description:
-  - C(vllm_in_flight) reads a replica's own /metrics text and returns {running, waiting, total}.
-  - C(upgrade_smoke_request) is the tool-call smoke test's request body for a served model name.
-  - C(upgrade_smoke_verdict) and C(upgrade_warmup_verdict) judge a chat completion ({ok, reason}).
-  - C(upgrade_node_drift) lists what differs between the running serving container and the target.
-  - C(upgrade_merge_proxy_views) merges every proxy's servers: up only where all hold it up, the strictest admin state.
-  - C(upgrade_failure_message) says what failed, where the site stands and how to resume.
-  - C(upgrade_node_timings) turns one node's time marks into its figures (restart and overhead seconds).
-"""
 
 
 def vllm_in_flight(text):

@@ -1,22 +1,16 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""Filters that turn the serving plan's argv into systemd unit lines."""
+"""Filters that turn the serving plan's argv into systemd unit lines.
+
+Each filter's documentation is its own sidecar file (plugins/filter/<filter name>.yml): ansible-doc reads a
+DOCUMENTATION here for every filter of the file, so this file holds none.
+"""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gb10.serving.plugins.module_utils import _units
-
-DOCUMENTATION = r"""
-name: serving_units
-short_description: systemd Exec= quoting and the serving containers' docker run argv
-version_added: 0.1.0
-description:
-  - C(systemd_exec) quotes an argv list for ExecStart=/ExecStop= so that systemd reads back the same words.
-  - C(serving_docker_run) builds the docker run argv of a serving container from the plan's argv.
-  - C(docker_env_file) renders a dict as docker --env-file lines.
-"""
 
 
 def _wrap(func, *args, **kwargs):

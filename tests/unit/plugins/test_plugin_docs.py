@@ -1,0 +1,202 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Every plugin of the collection is documented where ansible-doc looks, and ansible-doc reads it.
+
+The plugins are found by walking plugins/<type>/ and, for filter and test plugins, each file's own filters() or
+tests() map (a file may define several; ansible-core then reads each one's docs from plugins/filter/<name>.yml, and
+a DOCUMENTATION inside the file would be shown for every filter it defines). Each one is then read by ansible-doc
+itself (``ansible-doc --json``: the loader, the sidecar lookup and the doc fragments that `ansible-doc` uses).
+
+GB10_DOCS_COLLECTIONS_PATH points the test at another collections path (scripts/check_package.sh: the collection
+installed from its built tarball); by default it reads the checkout through collections/ (make collections).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+NAMESPACE, NAME = "gb10", "serving"
+PREFIX = f"{NAMESPACE}.{NAME}."
+CHECKOUT = Path(__file__).resolve().parents[3]
+COLLECTIONS_PATH = Path(os.environ.get("GB10_DOCS_COLLECTIONS_PATH") or CHECKOUT / "collections")
+COLLECTION = COLLECTIONS_PATH / "ansible_collections" / NAMESPACE / NAME
+
+# plugins/<dir> -> ansible-doc's plugin type, for every type ansible-doc documents.
+DOC_TYPES = {
+    "modules": "module",
+    "filter": "filter",
+    "test": "test",
+    "lookup": "lookup",
+    "inventory": "inventory",
+    "callback": "callback",
+    "connection": "connection",
+    "become": "become",
+    "cache": "cache",
+    "cliconf": "cliconf",
+    "httpapi": "httpapi",
+    "netconf": "netconf",
+    "shell": "shell",
+    "strategy": "strategy",
+    "vars": "vars",
+}
+# Plugin dirs that ansible-doc does not document on their own (an action plugin is documented by its module).
+UNDOCUMENTED = {"action", "doc_fragments", "module_utils", "terminal", "plugin_utils"}
+# Jinja2 plugin dirs: one file may define several plugins, listed by this method of this class.
+JINJA = {"filter": ("FilterModule", "filters"), "test": ("TestModule", "tests")}
+
+_LIST_JINJA = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+found = {}
+for stem in sys.argv[4:]:
+    module = importlib.import_module(f"ansible_collections.gb10.serving.plugins.{sys.argv[2]}.{stem}")
+    cls, method = sys.argv[3].split(".")
+    found[stem] = sorted(getattr(getattr(module, cls)(), method)())
+print(json.dumps(found))
+"""
+
+
+def _env():
+    env = dict(os.environ)
+    # Only this collections path: not the checkout's ansible.cfg, not a collection installed into site-packages.
+    env.update(
+        ANSIBLE_CONFIG=_empty_config(),
+        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH),
+        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
+    return env
+
+
+@cache
+def _empty_config():
+    folder = tempfile.mkdtemp(prefix="gb10-docs-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = Path(folder) / "ansible.cfg"
+    path.write_text("[defaults]\n")
+    return str(path)
+
+
+def _ansible_doc_bin():
+    found = Path(sys.executable).with_name("ansible-doc")
+    return str(found) if found.exists() else (shutil.which("ansible-doc") or "ansible-doc")
+
+
+def ansible_doc(*args):
+    return subprocess.run(
+        [_ansible_doc_bin(), *args], capture_output=True, text=True, env=_env(), cwd=COLLECTIONS_PATH, check=False
+    )
+
+
+def _walk():
+    """[(ansible-doc type, fqcn)] from the collection's files."""
+    found = []
+    plugins = COLLECTION / "plugins"
+    for folder in sorted(p for p in plugins.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        if folder.name not in DOC_TYPES:
+            continue
+        files = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+        if folder.name in JINJA:
+            cls, method = JINJA[folder.name]
+            listed = subprocess.run(
+                [sys.executable, "-c", _LIST_JINJA, str(COLLECTIONS_PATH), folder.name, f"{cls}.{method}"]
+                + [p.stem for p in files],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            for names in json.loads(listed.stdout).values():
+                found += [(DOC_TYPES[folder.name], PREFIX + name) for name in names]
+        else:
+            found += [(DOC_TYPES[folder.name], PREFIX + p.stem) for p in files]
+    return found
+
+
+PLUGINS = _walk()
+
+
+def _read(plugin_type, names):
+    """{fqcn: ansible-doc's JSON, or the error it printed}. One plugin whose docs do not load fails a whole
+    ``ansible-doc --json`` call, so a failed call is split in halves until the culprits stand alone."""
+    run = ansible_doc("--json", "-t", plugin_type, *names)
+    if run.returncode == 0 and run.stdout.strip():
+        loaded = json.loads(run.stdout)
+        return {name: loaded.get(name, f"ansible-doc does not find {name}: {run.stderr.strip()}") for name in names}
+    if len(names) == 1:
+        return {names[0]: f"ansible-doc rc={run.returncode}: {run.stderr.strip()}"}
+    half = len(names) // 2
+    return _read(plugin_type, names[:half]) | _read(plugin_type, names[half:])
+
+
+@cache
+def docs_of(plugin_type):
+    """ansible-doc's JSON (or its error) for every walked plugin of one type."""
+    return _read(plugin_type, sorted(fqcn for kind, fqcn in PLUGINS if kind == plugin_type))
+
+
+def test_the_walk_finds_plugins():
+    kinds = {kind for kind, _ in PLUGINS}
+    assert {"module", "filter"} <= kinds, f"no modules or filters found under {COLLECTION}/plugins"
+
+
+def test_every_plugin_dir_is_known():
+    dirs = {p.name for p in (COLLECTION / "plugins").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert not dirs - set(DOC_TYPES) - UNDOCUMENTED, "a plugin type this test does not check"
+
+
+@pytest.mark.parametrize("plugin_type", sorted({kind for kind, _ in PLUGINS}))
+def test_ansible_doc_lists_exactly_the_walked_plugins(plugin_type):
+    listed = ansible_doc("-t", plugin_type, "-l", f"{NAMESPACE}.{NAME}", "--json")
+    assert listed.returncode == 0, listed.stderr
+    walked = {fqcn for kind, fqcn in PLUGINS if kind == plugin_type}
+    assert set(json.loads(listed.stdout)) == walked
+
+
+@pytest.mark.parametrize(("plugin_type", "fqcn"), PLUGINS, ids=[f"{k}:{n}" for k, n in PLUGINS])
+def test_ansible_doc_reads_the_plugin(plugin_type, fqcn):
+    entry = docs_of(plugin_type)[fqcn]
+    assert isinstance(entry, dict), entry
+    doc = entry["doc"]
+    short = fqcn.removeprefix(PREFIX)
+    # A filter or test shown with another plugin's docs is a multi-plugin file holding a DOCUMENTATION.
+    shown = doc.get("module" if plugin_type == "module" else "name")
+    assert shown == short, f"{fqcn} shows the docs of {shown} ({doc.get('filename')})"
+    assert isinstance(doc.get("short_description"), str) and doc["short_description"].strip()
+    description = doc.get("description")
+    assert description, f"{fqcn} has no description"
+    # ': ' inside a plain scalar turns a description line into a mapping (the YAML still loads).
+    lines = description if isinstance(description, list) else [description]
+    assert all(isinstance(line, str) for line in lines), f"{fqcn}: a description line is not text: {lines}"
+    assert doc.get("author"), f"{fqcn} has no author"
+
+    examples = entry.get("examples")
+    assert isinstance(examples, str) and examples.strip(), f"{fqcn} has no EXAMPLES"
+    tasks = yaml.safe_load(examples)
+    assert isinstance(tasks, list) and tasks, f"{fqcn}: EXAMPLES is not a list of tasks"
+    assert all(isinstance(task, dict) and task.get("name") for task in tasks), f"{fqcn}: an example task has no name"
+
+    returns = entry.get("return")
+    assert isinstance(returns, dict), f"{fqcn}: RETURN is missing or does not parse to a mapping"
+    if plugin_type in ("filter", "test", "lookup"):
+        assert "_value" in returns, f"{fqcn}: RETURN documents no _value"
+    for key, value in returns.items():
+        assert isinstance(value, dict) and value.get("description"), f"{fqcn}: RETURN {key} has no description"
+
+
+def test_every_action_plugin_is_documented_by_its_module():
+    actions = sorted((COLLECTION / "plugins" / "action").glob("*.py"))
+    modules = {p.stem for p in (COLLECTION / "plugins" / "modules").glob("*.py")}
+    assert [p.stem for p in actions if p.stem != "__init__" and p.stem not in modules] == []

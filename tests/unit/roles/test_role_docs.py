@@ -1,0 +1,85 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Every role has meta/argument_specs.yml, and `ansible-doc -t role` reads each of its entry points.
+
+scripts/check_argument_specs.py compares the specs with defaults/main.yml; this reads them the way ansible-doc does
+(and ansible-core's role argument validation). GB10_DOCS_COLLECTIONS_PATH points it at another collections path
+(scripts/check_package.sh: the collection installed from its built tarball); by default it reads the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+CHECKOUT = Path(__file__).resolve().parents[3]
+COLLECTIONS_PATH = Path(os.environ.get("GB10_DOCS_COLLECTIONS_PATH") or CHECKOUT / "collections")
+COLLECTION = COLLECTIONS_PATH / "ansible_collections" / "gb10" / "serving"
+ROLES = sorted(p.name for p in (COLLECTION / "roles").iterdir() if p.is_dir())
+
+
+def _ansible_doc(*args):
+    config = Path(tempfile.mkdtemp(prefix="gb10-role-docs-")) / "ansible.cfg"
+    config.write_text("[defaults]\n")
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(config),
+        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH),
+        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+        ANSIBLE_NOCOLOR="1",
+    )
+    found = Path(sys.executable).with_name("ansible-doc")
+    binary = str(found) if found.exists() else (shutil.which("ansible-doc") or "ansible-doc")
+    try:
+        return subprocess.run(
+            [binary, *args], capture_output=True, text=True, env=env, cwd=COLLECTIONS_PATH, check=False
+        )
+    finally:
+        shutil.rmtree(config.parent)
+
+
+@cache
+def role_docs():
+    run = _ansible_doc("-t", "role", "--json", *(f"gb10.serving.{role}" for role in ROLES))
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_roles_found():
+    assert ROLES, f"no roles under {COLLECTION}/roles"
+
+
+def test_ansible_doc_lists_every_role():
+    run = _ansible_doc("-t", "role", "-l", "gb10.serving", "--json")
+    assert run.returncode == 0, run.stderr
+    assert sorted(name.removeprefix("gb10.serving.") for name in json.loads(run.stdout)) == ROLES
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_ansible_doc_reads_every_entry_point(role):
+    specs_file = COLLECTION / "roles" / role / "meta" / "argument_specs.yml"
+    assert specs_file.is_file(), f"{role} has no meta/argument_specs.yml"
+    specs = yaml.safe_load(specs_file.read_text())["argument_specs"]
+    assert "main" in specs, f"{role}: argument_specs has no main entry point"
+
+    entry = role_docs().get(f"gb10.serving.{role}")
+    assert entry, f"ansible-doc -t role does not read gb10.serving.{role}"
+    entry_points = entry["entry_points"]
+    assert sorted(entry_points) == sorted(specs)
+    for name, doc in entry_points.items():
+        assert isinstance(doc.get("short_description"), str) and doc["short_description"].strip(), f"{role}:{name}"
+        lines = doc.get("description") or []
+        lines = lines if isinstance(lines, list) else [lines]
+        assert all(isinstance(line, str) for line in lines), f"{role}:{name}: a description line is not text"
+        for option, spec in (doc.get("options") or {}).items():
+            assert spec.get("description"), f"{role}:{name}: option {option} has no description"
