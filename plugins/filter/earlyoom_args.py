@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filter gb10.serving.earlyoom_args: earlyoom arguments that keep the killer armed, with the arithmetic."""
 
 from __future__ import annotations

@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters of the context ladder: recall_prompt (the long-context request) and ladder_observations.
 
 Each filter's documentation is its own sidecar file (plugins/filter/<filter name>.yml): ansible-doc reads a

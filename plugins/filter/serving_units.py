@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters that turn the serving plan's argv into systemd unit lines.
 
 Each filter's documentation is its own sidecar file (plugins/filter/<filter name>.yml): ansible-doc reads a
