@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin gb10.serving.proxy_vip_plan: plan the floating proxy address on the controller."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin gb10.serving.serving_plan: build the serving plan on the controller (plans offline)."""
 
 from __future__ import annotations

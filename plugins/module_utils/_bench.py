@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Concurrency sweep arithmetic: metrics read per replica, warm-up excluded, the concurrency to configure.
 
 Pure functions over plain data (the load generator in _loadgen.py produces the request records). Rules from the

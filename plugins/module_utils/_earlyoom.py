@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """earlyoom arithmetic: the arguments that keep the killer armed, and what its own startup log says.
 
 Pure functions over plain data. earlyoom signals only when memory AND swap are both at or below their

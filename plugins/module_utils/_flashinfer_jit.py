@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """FlashInfer JIT prebuild: compile-job sizing, build-option refusals, build-log reading, cache layout and stamp.
 
 Pure functions over plain data, tested in tests/unit/plugins/module_utils/test_flashinfer_jit.py. Every rule is

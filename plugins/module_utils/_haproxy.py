@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """HAProxy runtime API: parse `show servers state`, build `set server` commands, read their answers.
 
 Pure functions; ``plugins/modules/haproxy_server.py`` talks to the socket. Used for drain and ready without a

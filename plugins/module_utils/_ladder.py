@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Context ladder: climb context rungs with hard abort criteria, keep the last rung that held (seed 004).
 
 Pure functions over plain data. Per rung, the playbook restarts serving with that max length, sends a

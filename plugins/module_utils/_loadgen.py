@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """A bounded load generator for the sweep: N concurrent streaming chat requests against one endpoint.
 
 Standard library only (threads + urllib). Every request carries a timeout, every run a request count and a

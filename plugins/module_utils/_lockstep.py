@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Kernel / NVIDIA kernel-module lockstep: is the kernel that runs, and the one the next boot takes, covered?
 
 DGX OS on GB10 has no DKMS. ``nvidia.ko`` comes only from prebuilt packages named

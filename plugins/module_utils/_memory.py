@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Memory arithmetic of one GB10 node (unified memory: every GPU byte is a host byte).
 
 Pure functions over plain numbers, in GiB unless a name says otherwise.

@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Per-node inputs of the serving plan, from a host's variables: stated figures, measured figures, or both.
 
 Pure Python over plain dicts (a host's vars as Ansible hands them over), so it is tested without Ansible.

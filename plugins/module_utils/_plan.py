@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The serving plan: one pure function that every field-report pitfall goes through.
 
 ``plan(profile_name, profiles, nodes, ...)`` turns a named serving profile and per-node facts into what every

@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The floating proxy address: which node advertises to which, at what priority, and every reason to refuse.
 
 Pure functions over plain data; ``plugins/action/proxy_vip_plan.py`` hands them the inventory's figures and

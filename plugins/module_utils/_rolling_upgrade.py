@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The rolling upgrade's decisions, as pure functions (playbooks/rolling_upgrade.yml applies them).
 
 - in_flight(): requests a replica still runs or queues, from its OWN /metrics (seed 002: metrics read through the

@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The serving image's rules as pure functions: the base reference, the pin gate and the identity of an image.
 
 The gate compares the installed Python distributions of the base image with those of the built image, both read

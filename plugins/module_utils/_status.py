@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Live status: what a person asks first, per node and summed, each replica read on its own address.
 
 Pure functions over what the status playbook read: each replica's /metrics (two reads a window apart, so

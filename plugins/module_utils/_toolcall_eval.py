@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Tool-calling evaluation: score OpenAI chat responses against expected calls, gate a model on the score.
 
 Pure functions over plain data. A response is either a chat.completion (dict or JSON text) or the text of an

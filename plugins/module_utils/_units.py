@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Pure helpers for the serving units: the `docker run` argv of a serving container and its systemd quoting.
 
 No Ansible import here; ``plugins/filter/serving_units.py`` is the Ansible face.

@@ -1,5 +1,6 @@
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The pinned vLLM flag catalog: which options `vllm serve` of a release really has.
 
 Pure Python on purpose (no Ansible import): the controller-side plan and the vLLM stand-in engine of the

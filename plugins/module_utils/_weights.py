@@ -1,3 +1,6 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Model weights on a node: what a complete snapshot is, checked from plain data (no filesystem here).
 
 A snapshot is complete when config.json is there, every shard named in model.safetensors.index.json is there with

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Module gb10.serving.haproxy_server: read or set a backend server's admin state through HAProxy's runtime API."""
 
 from __future__ import annotations

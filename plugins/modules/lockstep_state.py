@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Ansible face of plugins/module_utils/_lockstep.py: gather on the node, decide in module_utils."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: gb10.serving maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Documentation of gb10.serving.proxy_vip_plan; the work is done by the action plugin of the same name."""
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Module gb10.serving.serving_image_gate: refuse a serving image whose layer moved or removed a base pin."""
 
 from __future__ import annotations
