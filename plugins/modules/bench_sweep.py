@@ -6,14 +6,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import time
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
-
 DOCUMENTATION = r"""
 module: bench_sweep
 short_description: Concurrency sweep per replica and through the proxy, with warm-up excluded and a recommendation
@@ -84,11 +76,18 @@ options:
     required: true
 attributes:
   check_mode:
-    support: none
-    description: Sends load to the endpoints; in check mode it does nothing and reports skipped.
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: partial
+    details: >-
+      A real run sends load to the endpoints and writes the report (changed). In check mode it sends no
+      request and writes nothing: it returns skipped, changed false and no results, so it does not
+      predict the run.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-author: gb10.serving
+    details: The report files it writes are returned as results, not as a diff.
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -123,6 +122,14 @@ chart:
   returned: success
 """
 
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
 
 def _metrics(replicas, timeout):
     out = {}
@@ -139,7 +146,7 @@ def sweep(p):
     proxy = p["proxy_url"].rstrip("/")
     _bench.check_metrics_targets([r["url"].rstrip("/") for r in replicas], [proxy] if proxy else [])
     targets = [(r["name"], r["url"], [r]) for r in replicas] + ([("proxy", proxy, replicas)] if proxy else [])
-    warmups = [_loadgen.warmup(url, p["model"], 16, p["request_timeout"]) for _, url, _ in targets]
+    warmups = [_loadgen.warmup(url, p["model"], 16, p["request_timeout"]) for _name, url, _counted in targets]
     rows = []
     for name, url, counted_replicas in targets:
         for kind, size in sorted(p["prompts"].items()):
@@ -165,7 +172,7 @@ def sweep(p):
                 rows.append(row)
     recs = {
         name: _bench.recommend(rows, name, p["weights"] or None, p["tolerance"], p["ttft_limit"] or None)
-        for name, _, _ in targets
+        for name, _url, _counted in targets
     }
     return rows, recs, warmups
 
@@ -180,7 +187,7 @@ def main():
             "prompts": {"type": "dict", "default": {"short": 64, "long": 4096}},
             "weights": {"type": "dict", "default": {}},
             "requests_per_worker": {"type": "int", "default": 2},
-            "max_tokens": {"type": "int", "default": 128},
+            "max_tokens": {"type": "int", "default": 128, "no_log": False},
             "request_timeout": {"type": "int", "default": 300},
             "run_deadline": {"type": "int", "default": 120},
             "tolerance": {"type": "float", "default": 0.05},

@@ -47,7 +47,7 @@ options:
 extends_documentation_fragment:
   - gb10.serving.read_only
 author:
-  - gb10.serving maintainers
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -35,11 +35,15 @@ options:
     default: 5
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the state is read and the change is reported, not sent.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-author: gb10.serving maintainers
+    details: Returns RV(before), the admin state before the change, but no diff.
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -6,10 +6,6 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gb10.serving.plugins.module_utils import _ladder
-
 DOCUMENTATION = r"""
 module: ladder_verdict
 short_description: Judge one rung of the context ladder against its abort criteria and render the report
@@ -76,7 +72,8 @@ options:
     default: 5.0
 extends_documentation_fragment:
   - gb10.serving.read_only
-author: gb10.serving
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -111,6 +108,10 @@ markdown:
   type: str
   returned: always
 """
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _ladder
 
 
 def main():

@@ -26,7 +26,7 @@ description:
 extends_documentation_fragment:
   - gb10.serving.read_only
 author:
-  - gb10.serving maintainers
+  - gb10.serving maintainers (!UNKNOWN)
 options:
   running_kernel:
     description:

@@ -22,10 +22,13 @@ description:
     M(ansible.builtin.setup) (a simulated node, C(gb10_sim=true), keeps its stated figures).
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Changes nothing; runs the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+    details: It changes nothing, so there is nothing to diff.
 options:
   address:
     description: The floating address (C(proxy_vip_address)).
@@ -56,7 +59,7 @@ options:
     type: bool
     default: true
 author:
-  - gb10.serving maintainers
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -18,10 +18,13 @@ description:
     does not run (seed 004, "Why this model needs its own container").
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Read-only; in check mode an image that does not exist yet (not built) is reported, not probed.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+    details: It changes nothing, so there is nothing to diff.
 options:
   base:
     description: The base image, as C(repository@sha256:<digest>).
@@ -48,7 +51,7 @@ options:
     type: str
     default: docker
 author:
-  - gb10.serving maintainers
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

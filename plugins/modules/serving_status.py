@@ -6,10 +6,6 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gb10.serving.plugins.module_utils import _bench, _status
-
 DOCUMENTATION = r"""
 module: serving_status
 short_description: Per-node and summed serving status from each replica's own /metrics, memory and the proxy
@@ -56,7 +52,8 @@ options:
     default: []
 extends_documentation_fragment:
   - gb10.serving.read_only
-author: gb10.serving
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -90,6 +87,10 @@ scrape_targets:
   type: list
   returned: always
 """
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _status
 
 
 def _metrics(text):

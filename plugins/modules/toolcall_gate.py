@@ -6,10 +6,6 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval as te
-
 DOCUMENTATION = r"""
 module: toolcall_gate
 short_description: Score a tool-calling evaluation and refuse a model that scores below the gate
@@ -59,7 +55,8 @@ options:
     default: "</think>"
 extends_documentation_fragment:
   - gb10.serving.read_only
-author: gb10.serving
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -90,6 +87,10 @@ reasoning:
   type: dict
   returned: always
 """
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval as te
 
 
 def responses(results):

@@ -19,7 +19,8 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - gb10.serving.read_only
-author: gb10.serving
+author:
+  - gb10.serving maintainers (!UNKNOWN)
 options:
   node:
     description: Name of the node, used in messages.
