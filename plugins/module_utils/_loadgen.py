@@ -3,10 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """A bounded load generator for the sweep: N concurrent streaming chat requests against one endpoint.
 
-Standard library only (threads + urllib). Every request carries a timeout, every run a request count and a
-deadline, so a sweep cannot run away. Returns request records for _bench.summarize(); the first request of a
-target is sent alone and flagged ``warmup`` so it is never counted (seed 004: the first request after a start
-compiles kernels).
+Threads and ansible.module_utils.urls.open_url (urllib underneath). Every request carries a timeout, every run a
+request count and a deadline, so a sweep cannot run away. Returns request records for _bench.summarize(); the
+first request of a target is sent alone and flagged ``warmup`` so it is never counted (seed 004: the first
+request after a start compiles kernels).
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ import json
 import threading
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import Request, make_context
+
+_TLS = []  # the one TLS context of every request, built once: loading the CA store takes ~60 ms
+_TLS_LOCK = threading.Lock()
 
 
 def filler_prompt(tokens):
@@ -23,6 +27,29 @@ def filler_prompt(tokens):
     words = max(1, int(tokens))
     body = " ".join(f"item{n % 1000}" for n in range(words))
     return f"{body}\nSummarise the list above in one sentence."
+
+
+def _request():
+    """An ansible.module_utils.urls Request that sends what a plain urllib opener sends: no ~/.netrc credentials,
+    no gzip decoding (a stream stays a stream), certificates verified against the system CA store.
+
+    open_url would build a TLS context (~60 ms of CPU) on every call, inside the timed window and under the GIL of
+    every worker; the context is built once here, and callers take the Request before they start the clock."""
+    with _TLS_LOCK:
+        if not _TLS:
+            _TLS.append(make_context(validate_certs=True))
+    return Request(use_netrc=False, decompress=False, context=_TLS[0])
+
+
+def _post(request, url, body, timeout):
+    """POST ``body`` as JSON to ``url``/v1/chat/completions; the response is read as it arrives."""
+    return request.open(
+        "POST",
+        url.rstrip("/") + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        timeout=timeout,
+    )
 
 
 def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False):
@@ -38,16 +65,12 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    req = urllib.request.Request(
-        url.rstrip("/") + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+    request = _request()
     record = {"start": clock(), "first_token": None, "end": None, "completion_tokens": 0, "ok": False, "error": ""}
     record["status"] = 0
     pieces, finish = 0, None
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with _post(request, url, body, timeout) as resp:
             record["status"] = resp.status
             for raw in resp:
                 line = raw.decode("utf-8", "replace").strip()
@@ -79,14 +102,10 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
 def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
     """One non-streaming chat completion; a record with start / end / status / completion_tokens / ok / error."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens)}
-    req = urllib.request.Request(
-        url.rstrip("/") + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+    request = _request()
     record = {"start": clock(), "end": None, "status": 0, "completion_tokens": 0, "ok": False, "error": ""}
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with _post(request, url, body, timeout) as resp:
             record["status"] = resp.status
             answer = json.loads(resp.read())
         if not answer.get("choices"):
@@ -161,7 +180,7 @@ def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline
             with lock:
                 records.append(rec)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, int(concurrency)))]
+    threads = [threading.Thread(target=worker, daemon=True) for _n in range(max(1, int(concurrency)))]
     for t in threads:
         t.start()
     for t in threads:
@@ -178,5 +197,5 @@ def warmup(url, model, max_tokens, timeout, clock=time.monotonic):
 
 def read_metrics(url, timeout):
     """The text of ``url``/metrics (one replica's own)."""
-    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=timeout) as resp:
+    with _request().open("GET", url.rstrip("/") + "/metrics", timeout=timeout) as resp:
         return resp.read().decode("utf-8", "replace")
