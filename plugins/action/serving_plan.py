@@ -36,7 +36,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=_ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=_ARGUMENT_SPEC)
         groups = task_vars.get("groups") or {}
         hostvars = task_vars.get("hostvars") or {}
 

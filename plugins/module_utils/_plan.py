@@ -805,7 +805,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     if catalog:
         # Backstop: refused options never reach the argv, so the planned argv must parse strictly as it is.
         for host, entry in result["nodes"].items():
-            _, _, errors = _vllm_catalog.parse_argv(catalog, entry["argv"][2:]) if entry["argv"] else ((), (), ())
+            errors = _vllm_catalog.parse_argv(catalog, entry["argv"][2:])[2] if entry["argv"] else ()
             violations.extend(
                 _violation(host, "vllm_argv_parse", error, f"the planned argv does not parse: {error}")
                 for error in errors
@@ -880,14 +880,15 @@ def _check_tp_node(host, node, facts, env, cidr, violations):
                     host,
                     "tp_socket_ifname",
                     name,
-                    "{}={} on {} names no interface of that node (it has {}): set gb10_fabric_interface to the "
-                    "interface that holds {}, and remove {} from the profile's env".format(
-                        var, name, host, ", ".join(sorted(interfaces)) or "none", address, var
+                    "{var}={name} on {host} names no interface of that node (it has {has}): set "
+                    "gb10_fabric_interface to the interface that holds {address}, and remove {var} from the "
+                    "profile's env".format(
+                        var=var, name=name, host=host, has=", ".join(sorted(interfaces)) or "none", address=address
                     ),
                 )
             )
             continue
-        held = str(interfaces[name]).split("/")[0]
+        held = str(interfaces[name]).split("/", maxsplit=1)[0]
         if held != str(address):
             violations.append(
                 _violation(
@@ -950,19 +951,19 @@ def _check_memory(host, table, margin, total, available, reserve, spec_config, c
                 host,
                 "memory_headroom",
                 table["headroom_gib"],
-                "{} keeps {} GiB for the host: MemAvailable {} GiB - other work {} GiB - vLLM budget {} GiB "
-                "({} x {} GiB) is below the margin {} GiB. Lower nodes.{}.gpu_memory_utilization to {} or less "
+                "{host} keeps {headroom} GiB for the host: MemAvailable {available} GiB - other work {reserve} GiB "
+                "- vLLM budget {budget} GiB ({share} x {total} GiB) is below the margin {margin} GiB. Lower "
+                "nodes.{host}.gpu_memory_utilization to {best} or less "
                 "(judged on this node's own figures; the tighter node is the real budget)".format(
-                    host,
-                    _fmt(table["headroom_gib"]),
-                    _fmt(available),
-                    _fmt(reserve),
-                    _fmt(table["budget_gib"]),
-                    share,
-                    _fmt(total),
-                    _fmt(margin),
-                    host,
-                    _fmt(best),
+                    host=host,
+                    headroom=_fmt(table["headroom_gib"]),
+                    available=_fmt(available),
+                    reserve=_fmt(reserve),
+                    budget=_fmt(table["budget_gib"]),
+                    share=share,
+                    total=_fmt(total),
+                    margin=_fmt(margin),
+                    best=_fmt(best),
                 ),
             )
         )

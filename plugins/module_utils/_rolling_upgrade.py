@@ -91,7 +91,7 @@ def smoke_verdict(response, parser=None):
                 ),
             }
         return {"ok": False, "reason": f"no tool call in the answer (content: {content[:160]!r})"}
-    wrong = [called for called, _ in calls if called != name]
+    wrong = [called for called, _arguments in calls if called != name]
     if wrong:
         return {"ok": False, "reason": f"called {', '.join(wrong)} instead of {name}"}
     return {"ok": True, "reason": f"{len(calls)} well-formed call(s) of {name}: {json.dumps(calls[0][1])}"}

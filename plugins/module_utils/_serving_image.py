@@ -63,7 +63,7 @@ def ref_problem(ref, what="serving_image_base_ref"):
 
 def split_ref(ref):
     """('registry:5000/gb10/x', 'sha256:...') of a digest reference."""
-    repo, _, digest = str(ref).partition("@")
+    repo, _at, digest = str(ref).partition("@")
     return repo, digest
 
 

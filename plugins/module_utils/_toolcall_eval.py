@@ -136,7 +136,7 @@ def reassemble_stream(text):
             "type": slot["type"],
             "function": {"name": "".join(slot["name"]), "arguments": "".join(slot["arguments"])},
         }
-        for _, slot in sorted(calls.items())
+        for _index, slot in sorted(calls.items())
     ]
     message = {
         "role": "assistant",

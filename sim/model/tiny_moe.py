@@ -42,7 +42,7 @@ def safetensors(tensors: list[tuple[str, list[int], bytes]]) -> bytes:
         offset += len(data)
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw + b"".join(data for _, _, data in tensors)
+    return struct.pack("<Q", len(raw)) + raw + b"".join(data for _name, _shape, data in tensors)
 
 
 def _shard_tensors(layer: int, seed: str) -> list[tuple[str, list[int], bytes]]:
@@ -109,7 +109,7 @@ def build_revision(seed_of_last_shard: str, note: str) -> dict[str, bytes]:
         seed = seed_of_last_shard if layer == NUM_LAYERS - 1 else "tiny-moe"
         tensors = _shard_tensors(layer, seed)
         files[name] = safetensors(tensors)
-        for tensor_name, _, data in tensors:
+        for tensor_name, _shape, data in tensors:
             weight_map[tensor_name] = name
             total += len(data)
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}

@@ -139,7 +139,7 @@ def runs(tmp_path_factory):
             jobs[key] = pool.submit(
                 _run, REPO / "inventories" / inventory, profile, tmp / f"{inventory}-{profile}.json"
             )
-        for case, (inventory, profile, change, _) in BROKEN.items():
+        for case, (inventory, profile, change, _rule) in BROKEN.items():
             profiles = copy.deepcopy(_profiles(inventory))
             change(profiles[profile])
             extra = tmp / f"broken-{case}.json"

@@ -57,7 +57,9 @@ def node(*args, check=True, **kw):
 def image_id():
     if shutil.which("docker") is None:
         return None
-    found = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE], capture_output=True, text=True)
+    found = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE], capture_output=True, text=True, check=False
+    )
     return found.stdout.strip() if found.returncode == 0 else None
 
 

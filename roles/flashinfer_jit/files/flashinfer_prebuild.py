@@ -75,7 +75,7 @@ def child(args):
         # The serving image imports the whole package; a bare machine may lack optional dependencies of
         # flashinfer/__init__: build the very same JitSpec through flashinfer.jit instead.
         print(f"gb10-prebuild: flashinfer.fused_moe unavailable ({exc}); building the same JitSpec", flush=True)
-        spec, _ = _import_spec(backend)
+        spec, _jit_env = _import_spec(backend)
         spec.build_and_load()
         return 0
     get_cutlass_fused_moe_module(backend)

@@ -38,7 +38,7 @@ class Load:
         self.records = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(concurrency)]
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _n in range(concurrency)]
 
     def _run(self):
         while not self._stop.is_set():
@@ -160,7 +160,7 @@ def _wait_stopped(sim, node, units, timeout=120):
 def test_pitfall_old_watchdog_restarts_the_other_topology(site):
     # Seed 002: the old topology's watchdog, only stopped, would start its replica again beside the new one. Back in
     # replicas after the switch, the tensor-parallel watchdog runs more times than its failure limit and starts nothing.
-    for _ in range(4):
+    for _run in range(4):
         site.exec("spark-1", "systemctl", "restart", "gb10-watchdog-tp.service", check=False)
     states = {unit: _active(site, "spark-1", unit) for unit in (*TP_UNITS["spark-1"], "gb10-vllm.service")}
     print(f"\nafter the tensor-parallel watchdog ran 4 times on spark-1: {states}")

@@ -148,7 +148,7 @@ def docs_of(plugin_type):
 
 
 def test_the_walk_finds_plugins():
-    kinds = {kind for kind, _ in PLUGINS}
+    kinds = {kind for kind, _fqcn in PLUGINS}
     assert {"module", "filter"} <= kinds, f"no modules or filters found under {COLLECTION}/plugins"
 
 
@@ -157,7 +157,7 @@ def test_every_plugin_dir_is_known():
     assert not dirs - set(DOC_TYPES) - UNDOCUMENTED, "a plugin type this test does not check"
 
 
-@pytest.mark.parametrize("plugin_type", sorted({kind for kind, _ in PLUGINS}))
+@pytest.mark.parametrize("plugin_type", sorted({kind for kind, _fqcn in PLUGINS}))
 def test_ansible_doc_lists_exactly_the_walked_plugins(plugin_type):
     listed = ansible_doc("-t", plugin_type, "-l", f"{NAMESPACE}.{NAME}", "--json")
     assert listed.returncode == 0, listed.stderr

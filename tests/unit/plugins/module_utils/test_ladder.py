@@ -54,7 +54,7 @@ def test_pitfall_ladder_kernel_oom_and_uvm_lines_trip():
         "[12346.0] nvidia-uvm: uvm_gpu_chunk_alloc failed",
         "[12346.1] usb 1-1: new high-speed USB device",
     ]
-    assert [k for k, _ in _ladder.kernel_trips(lines)] == ["kernel OOM", "kernel OOM", "UVM"]
+    assert [k for k, _line in _ladder.kernel_trips(lines)] == ["kernel OOM", "kernel OOM", "UVM"]
     node = calm()
     node["kernel_lines"] = lines
     assert rung(131072, {"spark-1": node})["measurements"]["spark-1"]["kernel_trips"] == 3

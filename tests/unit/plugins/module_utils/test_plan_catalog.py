@@ -71,7 +71,7 @@ def test_parse_argv_strict(catalog):
     ],
 )
 def test_parse_argv_refuses_what_vllm_would_rewrite_or_reject(catalog, argv, expected):
-    _, _, errors = catalog_mod.parse_argv(catalog, argv)
+    errors = catalog_mod.parse_argv(catalog, argv)[2]
     assert len(errors) == 1 and expected in errors[0], errors
 
 

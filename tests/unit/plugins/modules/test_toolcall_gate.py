@@ -38,7 +38,7 @@ def params(**over):
 
 
 def test_pitfall_gate_refuses_a_model_emitting_malformed_tool_calls():
-    cand, _, verdict, _ = toolcall_gate.run(params(candidate=[uri_result('{"city": "Oslo"')]))
+    cand, _running, verdict, _reasoning = toolcall_gate.run(params(candidate=[uri_result('{"city": "Oslo"')]))
     assert verdict["ok"] is False and cand["score"] == 0.0
     assert "malformed tool call" in verdict["msg"]
 
@@ -52,12 +52,12 @@ def test_streamed_body_text_is_scored():
 
 def test_failed_request_counts_as_a_failing_case():
     failed = {"item": {"id": "w"}, "status": -1, "msg": "Connection refused"}
-    cand, _, verdict, _ = toolcall_gate.run(params(candidate=[failed]))
+    cand, _running, verdict, _reasoning = toolcall_gate.run(params(candidate=[failed]))
     assert verdict["ok"] is False and "Connection refused" in cand["failing"][0]["reason"]
 
 
 def test_running_model_compared():
-    _, running, verdict, _ = toolcall_gate.run(
+    _cand, running, verdict, _reasoning = toolcall_gate.run(
         params(candidate=[uri_result('{"city": "Oslo"}')], running=[uri_result('{"city": "Oslo"}')])
     )
     assert running["score"] == 1.0 and verdict["ok"] is True
@@ -65,7 +65,7 @@ def test_running_model_compared():
 
 def test_reasoning_check_is_a_warning_not_a_refusal():
     plain = {"json": {"choices": [{"message": {"content": "391", "reasoning": None}}]}}
-    _, _, verdict, reasoning = toolcall_gate.run(
+    _cand, _running, verdict, reasoning = toolcall_gate.run(
         params(candidate=[uri_result('{"city": "Oslo"}')], reasoning_response=plain)
     )
     assert verdict["ok"] is True and reasoning["ok"] is False
@@ -73,5 +73,7 @@ def test_reasoning_check_is_a_warning_not_a_refusal():
 
 def test_skipped_running_loop_means_nothing_to_compare():
     skipped = [{"item": {"id": "w"}, "skipped": True, "changed": False}]
-    _, running, verdict, _ = toolcall_gate.run(params(candidate=[uri_result('{"city": "Oslo"}')], running=skipped))
+    _cand, running, verdict, _reasoning = toolcall_gate.run(
+        params(candidate=[uri_result('{"city": "Oslo"}')], running=skipped)
+    )
     assert running is None and verdict["ok"] is True

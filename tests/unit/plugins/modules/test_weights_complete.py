@@ -39,7 +39,7 @@ def run(cache_dir, manifest):
 
 
 def test_complete_cache_passes(cache):
-    tmp_path, _, manifest = cache
+    tmp_path, _folder, manifest = cache
     assert run(tmp_path, manifest)["complete"]
 
 

@@ -21,7 +21,7 @@ def step(failures, probe_ok=False, enabled=True, active=True, active_for=5000.0)
 
 def test_restarts_only_after_n_failures_in_a_row():
     failures, actions = 0, []
-    for _ in range(3):
+    for _probe in range(3):
         action, failures = step(failures)
         actions.append(action)
     assert actions == ["failing", "failing", "restart"] and failures == 0

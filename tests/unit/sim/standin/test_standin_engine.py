@@ -129,7 +129,7 @@ def test_never_more_than_max_num_seqs_running():
     engine = eng.Engine(config(max_num_seqs=3))
     seen_waiting = []
     engine.sleep = lambda s: (seen_waiting.append(engine.gate.waiting), time.sleep(0.005))
-    threads = [threading.Thread(target=run, args=(engine, chat(max_tokens=4))) for _ in range(10)]
+    threads = [threading.Thread(target=run, args=(engine, chat(max_tokens=4))) for _n in range(10)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -17,9 +17,9 @@ WEIGHTS = 102_781_344
 SIM = {"GB10_STANDIN_MEMORY_SCALE": "128"}
 
 
-def size(max_model_len, util=0.45, env=SIM, **kw):
+def size(max_model_len, util=0.45, env=None, **kw):
     return mem.size_kv_cache(
-        gpu=mem.fake_gpu(env),
+        gpu=mem.fake_gpu(SIM if env is None else env),
         gpu_memory_utilization=util,
         weights_bytes=WEIGHTS,
         max_model_len=max_model_len,

@@ -54,7 +54,7 @@ def test_directory_without_config_or_shards_is_refused(tmp_path):
 def test_index_names_every_shard_and_all_bytes_are_read(snapshot):
     path, names, total = snapshot
     lines = []
-    read, _ = mdl.load(str(path), lines.append)
+    read, _load_s = mdl.load(str(path), lines.append)
     assert read == total
     assert mdl.shard_names(str(path)) == names
     assert len(lines) == 3
@@ -63,14 +63,14 @@ def test_index_names_every_shard_and_all_bytes_are_read(snapshot):
 
 
 def test_shard_missing_from_the_index_is_refused(snapshot):
-    path, names, _ = snapshot
+    path, names, _total = snapshot
     (path / names[1]).unlink()
     with pytest.raises(mdl.ModelError, match=f"missing: {names[1]}"):
         mdl.shard_names(str(path))
 
 
 def test_truncated_or_foreign_shard_is_refused(snapshot):
-    path, names, _ = snapshot
+    path, names, _total = snapshot
     shard = path / names[0]
     shard.write_bytes(shard.read_bytes()[:-10])
     with pytest.raises(mdl.ModelError, match="incomplete shard"):

@@ -54,7 +54,7 @@ def answer(engine, request):
 
 
 def test_matching_parser_extracts_the_call():
-    choice, _ = answer(eng.Engine(config("hermes")), chat())
+    choice, _pieces = answer(eng.Engine(config("hermes")), chat())
     assert choice["finish_reason"] == "tool_calls"
     call = choice["message"]["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "sim"}
@@ -63,7 +63,7 @@ def test_matching_parser_extracts_the_call():
 
 @pytest.mark.parametrize("parser", ["llama3_json", "mistral", "pythonic"])
 def test_wrong_parser_returns_the_call_as_raw_text(parser):
-    choice, _ = answer(eng.Engine(config(parser)), chat())
+    choice, _pieces = answer(eng.Engine(config(parser)), chat())
     assert choice["finish_reason"] == "stop"
     assert choice["message"]["tool_calls"] == []
     content = choice["message"]["content"]
@@ -85,16 +85,16 @@ def test_named_or_required_tool_choice_is_guided_and_needs_no_parser():
     engine = eng.Engine(config("llama3_json"))
     named = {"type": "function", "function": {"name": "get_weather"}}
     for choice_value in (named, "required"):
-        choice, _ = answer(engine, chat(tool_choice=choice_value))
+        choice, _pieces = answer(engine, chat(tool_choice=choice_value))
         assert choice["finish_reason"] == "tool_calls"
 
 
 def test_config_json_declares_the_models_format(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"gb10_standin_tool_call_format": "llama3_json"}))
     assert eng.model_tool_call_format(tmp_path) == "llama3_json"
-    choice, _ = answer(eng.Engine(config("llama3_json", model=str(tmp_path))), chat())
+    choice, _pieces = answer(eng.Engine(config("llama3_json", model=str(tmp_path))), chat())
     assert choice["finish_reason"] == "tool_calls"
-    choice, _ = answer(eng.Engine(config("hermes", model=str(tmp_path))), chat())
+    choice, _pieces = answer(eng.Engine(config("hermes", model=str(tmp_path))), chat())
     assert choice["message"]["tool_calls"] == []
 
 

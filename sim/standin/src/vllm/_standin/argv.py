@@ -65,7 +65,7 @@ def _normalise(argv):
         head, dot, tail = key[2:].partition(".")
         key = "--" + head.replace("_", "-") + dot + tail
         if "." in key:
-            base, _, path = key.partition(".")
+            base, _dot, path = key.partition(".")
             if not has_value:
                 if index >= len(argv):
                     raise ArgvError(f"argument {base}.{path}: expected one argument")
@@ -110,7 +110,7 @@ def _resolve(word, options):
         if name in options:
             return name, value
     if word.startswith("--"):
-        prefix, _, value = word.partition("=")
+        prefix, _eq, value = word.partition("=")
         matches = sorted(o for o in options if o.startswith(prefix))
         explicit = value if "=" in word else None
     else:

@@ -132,7 +132,7 @@ def serve(config):
             reports, ranks = tpmod.start(config, config["model"], log)
             loaded = sum(rank["bytes"] for rank in reports)
         else:
-            loaded, _ = mdl.load(config["model"], print)
+            loaded, _load_s = mdl.load(config["model"], print)
     except (mdl.ModelError, tpmod.TPError) as exc:
         return fail(exc)
     elapsed = time.monotonic() - started

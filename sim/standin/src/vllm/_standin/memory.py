@@ -52,7 +52,7 @@ def fake_gpu(env=None):
     """{"total_bytes", "capability", "scale", "activation_bytes"} of the GPU the stand-in pretends to have."""
     env = os.environ if env is None else env
     scale = max(1.0, _env_float(env, "GB10_STANDIN_MEMORY_SCALE", 1))
-    major, _, minor = str(env.get("GB10_STANDIN_GPU_CAPABILITY", "12.1")).partition(".")
+    major, _dot, minor = str(env.get("GB10_STANDIN_GPU_CAPABILITY", "12.1")).partition(".")
     return {
         "total_bytes": int(_env_float(env, "GB10_STANDIN_GPU_MEMORY_MIB", GB10_MEMORY_MIB) * MIB / scale),
         "capability": (int(major), int(minor or 0)),

@@ -105,7 +105,7 @@ def load(path, log):
     total_bytes = 0
     log(format_progress(0, len(names), 0.0))
     for done, name in enumerate(names, start=1):
-        _, read = read_shard(os.path.join(path, name))
+        _tensors, read = read_shard(os.path.join(path, name))
         total_bytes += read
         log(format_progress(done, len(names), time.monotonic() - started))
     return total_bytes, time.monotonic() - started

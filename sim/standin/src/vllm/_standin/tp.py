@@ -59,7 +59,7 @@ def alive_addresses(nodes):
 
 def placement_specs(tp, driver_ip):
     """vLLM's bundles: one GPU per rank, the first pinned to the driver's node by its address resource."""
-    specs = [{DEVICE: 1.0} for _ in range(tp)]
+    specs = [{DEVICE: 1.0} for _rank in range(tp)]
     specs[0][f"node:{driver_ip}"] = 0.001
     return specs
 
@@ -195,7 +195,7 @@ def _wait_ready(ray, group, specs, wait_s, log, diagnose):
         elapsed = time.monotonic() - started
         if elapsed >= wait_s:
             break
-        ready, _ = ray.wait([ready_ref], timeout=min(interval, wait_s - elapsed))
+        ready, _pending = ray.wait([ready_ref], timeout=min(interval, wait_s - elapsed))
         if ready:
             return
         interval *= 2
