@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Fail when a role's meta/argument_specs.yml and defaults/main.yml disagree on keys or default values."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Prove the FlashInfer JIT cache end to end on a small module: build once, then load from the cache in a fresh process.
 
 Usage: cache_proof.py build|load   (FLASHINFER_WORKSPACE_BASE chooses the cache). Prints one JSON line.

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Print MAX_JOBS for this machine from plugins/module_utils/_flashinfer_jit.max_jobs (the role's formula).
 
 Usage: max_jobs.py [--limit-mib N] [--reserve-mib N] [--per-job-mib N]

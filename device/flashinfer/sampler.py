@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Sample the RSS of every compiler process of a JIT build from /proc, once a second, into CSV files.
 
 samples.csv: t_s,pid,comm,rss_mib (one row per compiler process per sample)

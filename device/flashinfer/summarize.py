@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Summarize a running or finished JIT build: ninja steps finished and their times, compiler peak RSS.
 
 Usage: summarize.py BUILD_DIR SAMPLER_DIR
@@ -28,10 +28,10 @@ def main():
                 rows.append((int(start_ms), int(end_ms), target))
     print(f"ninja steps finished: {len(rows)} of {total} build statements in build.ninja")
     if rows:
-        secs = sorted((e - s) / 1000 for s, e, _ in rows)
+        secs = sorted((e - s) / 1000 for s, e, _target in rows)
         gen = sorted((e - s) / 1000 for s, e, t in rows if ".generated." in t)
         fixed = sorted((e - s) / 1000 for s, e, t in rows if ".generated." not in t and t.endswith(".o"))
-        print(f"wall span of finished steps: {max(e for _, e, _ in rows) / 1000:.0f} s after ninja start")
+        print(f"wall span of finished steps: {max(e for _start, e, _target in rows) / 1000:.0f} s after ninja start")
         print(f"per step s: min {secs[0]:.0f} median {statistics.median(secs):.0f} max {secs[-1]:.0f}")
         if gen:
             print(

@@ -1,5 +1,6 @@
 # Shared settings and checks for the simulation scripts (sourced, not run).
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # settings for the scripts that source this file, unused here
 set -euo pipefail
 SIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIM_BUILD="${SIM_BUILD:-$SIM_ROOT/build}"

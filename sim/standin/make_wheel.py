@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write the stand-in's two wheels (vllm 0.32.0 and flashinfer-python 0.6.18), byte-for-byte reproducible.
 
 No build backend is needed (so nothing is fetched for it): a wheel is a zip of the package files plus a

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: gb10.serving maintainers
 # Apache-2.0
 """Dump the option list of the real ``vllm serve`` parser into the collection's flag catalog.
@@ -128,7 +128,7 @@ def main(argv=None):
     args = cli.parse_args(argv)
     import vllm
 
-    version = vllm.__version__.split("+")[0]
+    version = vllm.__version__.split("+", maxsplit=1)[0]
     catalog = describe(build_serve_parser(), version)
     os.makedirs(args.out_dir, exist_ok=True)
     path = os.path.join(args.out_dir, f"vllm-{version}.json")

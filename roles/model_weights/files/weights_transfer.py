@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Runs inside a throwaway container of the serving image (managed by the gb10.serving model_weights role).
 
   fetch    download one pinned revision from the hub into the mounted Hugging Face cache with the image's own
@@ -62,7 +62,7 @@ def read_token(env_file):
         return None
     with open(env_file) as handle:
         for line in handle:
-            key, _, value = line.strip().partition("=")
+            key, _eq, value = line.strip().partition("=")
             if key == "HF_TOKEN" and value:
                 return value
     return None

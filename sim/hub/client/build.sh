@@ -11,7 +11,7 @@ version=$(sed -n 's/^Version: //p' "$site"/huggingface_hub-*.dist-info/METADATA)
 image="gb10-sim/hf-client:$version"
 packages=(anyio certifi click filelock fsspec h11 httpcore2 httpx2 huggingface_hub idna packaging tqdm truststore
   typing_extensions yaml)
-stamp=$(cd "$site" && ls -d ./*.dist-info | sha256sum | cut -c1-16)
+stamp=$(cd "$site" && printf '%s\n' ./*.dist-info | sha256sum | cut -c1-16)
 if [ "$(image_stamp "$image")" != "$stamp" ]; then
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' EXIT
