@@ -5,11 +5,14 @@
 # Prints the image reference. Cached by a stamp of the packages copied in.
 source "$(dirname "$0")/../../lib/common.sh"
 require_docker
-site="$(cd "$SIM_ROOT/.." && pwd)/.venv/lib/python3.11/site-packages"
+# The venv may be Python 3.11 to 3.13 and the image runs Debian's 3.11: every package below is pure Python (PyYAML's
+# optional C extension, built for the venv's Python, is simply not loaded there).
+sites=("$(cd "$SIM_ROOT/.." && pwd)"/.venv/lib/python3.*/site-packages)
+site=${sites[0]}
 [ -d "$site/huggingface_hub" ] || die "no huggingface_hub in $site: run make venv first"
 version=$(sed -n 's/^Version: //p' "$site"/huggingface_hub-*.dist-info/METADATA)
 image="gb10-sim/hf-client:$version"
-packages=(anyio certifi click filelock fsspec h11 httpcore2 httpx2 huggingface_hub idna packaging tqdm truststore
+packages=(anyio click filelock fsspec h11 httpcore2 httpx2 huggingface_hub idna packaging tqdm truststore
   typing_extensions yaml)
 stamp=$(cd "$site" && printf '%s\n' ./*.dist-info | sha256sum | cut -c1-16)
 if [ "$(image_stamp "$image")" != "$stamp" ]; then
