@@ -19,17 +19,40 @@ help:
 	@echo "make sim-down  remove every container, network and volume the simulation made"
 	@echo "make test      lint + unit tests + integration tests + molecule test (the command CI runs)"
 
-$(BIN)/.installed: requirements.txt
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
-	  || { echo "Python 3.11 is required (ansible-core 2.19 pins): set PYTHON=python3.11"; exit 1; }
+# The controller's Python: ansible-core 2.19 runs on 3.11 to 3.13. constraints.txt pins every package (make constraints).
+$(BIN)/.installed: requirements.txt constraints.txt
+	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); case "$$v" in 3.11|3.12|3.13) ;; \
+	  *) echo "PYTHON=$(PYTHON) is $${v:+Python }$${v:-not found}: ansible-core 2.19 needs Python 3.11, 3.12 or 3.13;" \
+	       "pick one with PYTHON=python3.12 (or python3.11, python3.13)"; exit 1 ;; esac; \
+	  had=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true); \
+	  [ -z "$$had" ] || [ "$$had" = "$$v" ] \
+	  || { echo "$(VENV) holds Python $$had, $(PYTHON) is $$v: remove it (rm -rf $(VENV)) to rebuild it with $$v"; exit 1; }
+	@PYTHON=$(PYTHON) scripts/host_setup.sh venv
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $@
 
 venv: $(BIN)/.installed
 
 collections: venv
 	@scripts/collections.sh
+
+# The host packages and the Docker engine sim and test need (scripts/host_setup.sh: installs what is missing as root
+# on Debian or Ubuntu, else names the install line); nothing to do, no apt, when all is present.
+.PHONY: host constraints
+host:
+	@scripts/host_setup.sh
+
+# make test runs lint and unit before the first image build: the host comes first there (two unit tests need ninja
+# and gcc), while `make unit` alone leaves the host as it is.
+sim-images test: host
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+unit: host
+endif
+
+# Rewrites constraints.txt from a fresh Python 3.11 venv of requirements.txt, checked to resolve on 3.11 to 3.13.
+constraints:
+	@scripts/constraints.sh
 
 sim-images: collections
 	@sim/build_images.sh
