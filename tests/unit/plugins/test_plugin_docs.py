@@ -6,10 +6,12 @@
 The plugins are found by walking plugins/<type>/ and, for filter and test plugins, each file's own filters() or
 tests() map (a file may define several; ansible-core then reads each one's docs from plugins/filter/<name>.yml, and
 a DOCUMENTATION inside the file would be shown for every filter it defines). Each one is then read by ansible-doc
-itself (``ansible-doc --json``: the loader, the sidecar lookup and the doc fragments that `ansible-doc` uses).
+itself: ``ansible-doc --metadata-dump`` (its loader, the sidecar lookup, the doc fragments) and the plain text view
+(``ansible-doc -t TYPE NAME``, which fails on docs that --json still returns).
 
 GB10_DOCS_COLLECTIONS_PATH points the test at another collections path (scripts/check_package.sh: the collection
-installed from its built tarball); by default it reads the checkout through collections/ (make collections).
+installed from its built tarball); by default it reads the checkout through collections/ (make collections), or
+the installed copy this file sits in.
 """
 
 from __future__ import annotations
@@ -30,7 +32,17 @@ import yaml
 NAMESPACE, NAME = "gb10", "serving"
 PREFIX = f"{NAMESPACE}.{NAME}."
 CHECKOUT = Path(__file__).resolve().parents[3]
-COLLECTIONS_PATH = Path(os.environ.get("GB10_DOCS_COLLECTIONS_PATH") or CHECKOUT / "collections")
+
+
+def _collections_path():
+    if os.environ.get("GB10_DOCS_COLLECTIONS_PATH"):
+        return Path(os.environ["GB10_DOCS_COLLECTIONS_PATH"])
+    if CHECKOUT.parent.parent.name == "ansible_collections":
+        return CHECKOUT.parents[2]  # an installed copy (ansible-test units, the built tarball)
+    return CHECKOUT / "collections"  # the checkout, linked in by make collections
+
+
+COLLECTIONS_PATH = _collections_path()
 COLLECTION = COLLECTIONS_PATH / "ansible_collections" / NAMESPACE / NAME
 
 # plugins/<dir> -> ansible-doc's plugin type, for every type ansible-doc documents.
@@ -128,23 +140,31 @@ def _walk():
 PLUGINS = _walk()
 
 
-def _read(plugin_type, names):
-    """{fqcn: ansible-doc's JSON, or the error it printed}. One plugin whose docs do not load fails a whole
-    ``ansible-doc --json`` call, so a failed call is split in halves until the culprits stand alone."""
-    run = ansible_doc("--json", "-t", plugin_type, *names)
-    if run.returncode == 0 and run.stdout.strip():
-        loaded = json.loads(run.stdout)
-        return {name: loaded.get(name, f"ansible-doc does not find {name}: {run.stderr.strip()}") for name in names}
+@cache
+def metadata_dump():
+    """{type: {fqcn: docs}} of every plugin and role of the collection, as ansible-doc itself enumerates and reads them
+    (``--metadata-dump``: its loader, the filter/test sidecar lookup, the doc fragments); a plugin whose docs do not
+    load holds ``{"error": ...}``."""
+    run = ansible_doc("--metadata-dump", "--no-fail-on-errors", f"{NAMESPACE}.{NAME}")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)["all"]
+
+
+def _text_failures(plugin_type, names):
+    """{fqcn: error} of plain `ansible-doc -t TYPE NAME`, which renders what --json only returns (a description line
+    that YAML read as a mapping loads as JSON, and makes the text view exit 1)."""
+    run = ansible_doc("-t", plugin_type, *names)
+    if run.returncode == 0 and "[ERROR]" not in run.stderr:
+        return {}
     if len(names) == 1:
         return {names[0]: f"ansible-doc rc={run.returncode}: {run.stderr.strip()}"}
     half = len(names) // 2
-    return _read(plugin_type, names[:half]) | _read(plugin_type, names[half:])
+    return _text_failures(plugin_type, names[:half]) | _text_failures(plugin_type, names[half:])
 
 
 @cache
-def docs_of(plugin_type):
-    """ansible-doc's JSON (or its error) for every walked plugin of one type."""
-    return _read(plugin_type, sorted(fqcn for kind, fqcn in PLUGINS if kind == plugin_type))
+def text_failures_of(plugin_type):
+    return _text_failures(plugin_type, sorted(fqcn for kind, fqcn in PLUGINS if kind == plugin_type))
 
 
 def test_the_walk_finds_plugins():
@@ -158,17 +178,22 @@ def test_every_plugin_dir_is_known():
 
 
 @pytest.mark.parametrize("plugin_type", sorted({kind for kind, _fqcn in PLUGINS}))
-def test_ansible_doc_lists_exactly_the_walked_plugins(plugin_type):
-    listed = ansible_doc("-t", plugin_type, "-l", f"{NAMESPACE}.{NAME}", "--json")
-    assert listed.returncode == 0, listed.stderr
+def test_ansible_doc_finds_exactly_the_walked_plugins(plugin_type):
     walked = {fqcn for kind, fqcn in PLUGINS if kind == plugin_type}
-    assert set(json.loads(listed.stdout)) == walked
+    assert set(metadata_dump().get(plugin_type) or {}) == walked
+
+
+def test_ansible_doc_finds_no_plugin_type_the_walk_misses():
+    found = {kind for kind, entries in metadata_dump().items() if entries and kind not in ("keyword", "role")}
+    assert found <= {kind for kind, _ in PLUGINS}
 
 
 @pytest.mark.parametrize(("plugin_type", "fqcn"), PLUGINS, ids=[f"{k}:{n}" for k, n in PLUGINS])
 def test_ansible_doc_reads_the_plugin(plugin_type, fqcn):
-    entry = docs_of(plugin_type)[fqcn]
-    assert isinstance(entry, dict), entry
+    entry = (metadata_dump().get(plugin_type) or {}).get(fqcn)
+    assert entry is not None, f"ansible-doc does not find {fqcn}"
+    assert "error" not in entry, entry.get("error")
+    assert fqcn not in text_failures_of(plugin_type), text_failures_of(plugin_type).get(fqcn)
     doc = entry["doc"]
     short = fqcn.removeprefix(PREFIX)
     # A filter or test shown with another plugin's docs is a multi-plugin file holding a DOCUMENTATION.
