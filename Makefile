@@ -12,12 +12,12 @@ SIM_PROFILE ?= sim-replicas
 SIM_NODES ?= 2
 export SIM_NODES
 
-.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit molecule integration test-serving molecule-tp clean
+.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit sanity package molecule molecule-default molecule-others integration test-serving molecule-tp clean
 
 help:
 	@echo "make sim       build and start the two-node simulation, converge site.yml (SIM_PROFILE=$(SIM_PROFILE))"
 	@echo "make sim-down  remove every container, network and volume the simulation made"
-	@echo "make test      lint + unit tests + integration tests + molecule test (the command CI runs)"
+	@echo "make test      host, lint, unit, sanity, package, images, then integration + molecule side by side (CI runs it)"
 
 # The controller's Python: ansible-core 2.19 runs on 3.11 to 3.13. constraints.txt pins every package (make constraints).
 $(BIN)/.installed: requirements.txt constraints.txt
@@ -45,10 +45,7 @@ host:
 
 # make test runs lint and unit before the first image build: the host comes first there (two unit tests need ninja
 # and gcc), while `make unit` alone leaves the host as it is.
-sim-images test: host
-ifneq ($(filter test,$(MAKECMDGOALS)),)
-unit: host
-endif
+sim-images: host
 
 # Rewrites constraints.txt from a fresh Python 3.11 venv of requirements.txt, checked to resolve on 3.11 to 3.13.
 constraints:
@@ -96,10 +93,17 @@ test-serving: collections sim-images
 	pytest -q -s tests/integration/serving
 
 # make test runs every scenario but tensor_parallel: the served-site suite in default's verify already switches
-# that site to tensor parallel over real Ray and back (test_90); the scenario itself costs ~20 more minutes.
+# that site to tensor parallel over real Ray and back, with the scenario's own Conflicts= and watchdog checks
+# (test_90); the scenario itself costs ~15 more minutes. Each scenario has its own prefix and subnet.
 MOLECULE_SCENARIOS ?= default model_weights nvidia_lockstep
 molecule: collections sim-images
 	set -e; for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
+
+molecule-default: collections sim-images
+	molecule test -s default
+
+molecule-others: collections sim-images
+	set -e; for s in $(filter-out default,$(MOLECULE_SCENARIOS)); do molecule test -s $$s; done
 
 molecule-tp: collections sim-images
 	molecule test -s tensor_parallel
@@ -109,7 +113,21 @@ molecule-tp: collections sim-images
 bench-upgrade: collections
 	$(BIN)/python scripts/bench_upgrade.py
 
-test: lint unit integration molecule
+# ansible-test sanity on a copy of the tree (scripts/sanity.sh); the published tarball (scripts/check_package.sh);
+# the changelog is antsibull-changelog's (scripts/check_changelog.sh).
+sanity: collections
+	@scripts/sanity.sh
+
+package: collections
+	@scripts/check_package.sh
+	@scripts/check_changelog.sh
+
+# make test: every check as a stage with its wall time, then a line per stage (scripts/stages.sh). The last stage
+# runs its three parts side by side: each brings up its own nodes under its own prefix and subnet, and most of their
+# time is spent waiting on engines and health checks rather than on the two cores.
+TEST_STAGES ?= host lint unit sanity package sim-images integration+molecule-default+molecule-others
+test:
+	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 
 clean: sim-down
 	rm -rf $(VENV) collections .pytest_cache .ruff_cache

@@ -4,8 +4,13 @@
 
 Every test sends plain and streaming chat requests through the proxy for the whole run and asserts 0 failed
 requests and 0 5xx; it prints the requests each replica served over time, read from each replica's own /metrics
-(seed 002: never through the proxy). Every test puts the site back on the original profile (a rolling upgrade to
-it) and waits until both replicas are serving and READY, even when it fails.
+(seed 002: never through the proxy).
+
+The three upgrades chain, so that one rolling upgrade back to the original profile ends them instead of one after
+each: both nodes to the next model revision; then, on top of it, a wrong tool-call parser that spark-1 fails (it
+stays drained, spark-2 keeps the revision); then, from there, a target whose replica is killed on spark-1 (it stays
+drained again). The last one, or the first that fails, puts the site back on the original profile and waits until
+both replicas are serving and READY. The restore itself is a rolling upgrade of both nodes (spark-1 from drained).
 """
 
 from __future__ import annotations
@@ -128,6 +133,20 @@ def restore(sim):
     sim.wait_all_ready()
 
 
+@contextmanager
+def restored_on_failure(sim):
+    """Leave the site where the test took it (the next test starts there); restore it only when the test fails."""
+    try:
+        yield
+    except BaseException:
+        restore(sim)
+        raise
+
+
+def next_revision(profile):
+    profile["model"].update(revision=NEXT_REVISION)
+
+
 def running_argv(sim, node):
     inspect = sim.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout
     return yaml.safe_load(inspect)
@@ -144,9 +163,9 @@ def output(runner):
 
 def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
     sim = served_sim
-    extravars = target(sim, lambda p: p["model"].update(revision=NEXT_REVISION))
+    extravars = target(sim, next_revision)
     before = {node: container_id(sim, node) for node in NODES}
-    try:
+    with restored_on_failure(sim):
         with steady_load(sim, "upgrade to the next model revision"):
             runner = sim.playbook(PLAYBOOK, extravars=extravars)
         text = output(runner)
@@ -161,14 +180,18 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
             "\n"
             + "\n".join(part.split(" TASK ")[0] for part in text.split("msg: ")[1:] if "upgraded and ready" in part)
         )
-    finally:
-        restore(sim)
 
 
 def test_node_failing_its_smoke_test_stays_drained(served_sim):
+    # From the previous test's site: both nodes on the next revision.
     sim = served_sim
-    extravars = target(sim, lambda p: p["vllm_options"].update({"tool-call-parser": "llama3_json"}))
-    try:
+
+    def wrong_parser(profile):
+        next_revision(profile)
+        profile["vllm_options"].update({"tool-call-parser": "llama3_json"})
+
+    extravars = target(sim, wrong_parser)
+    with restored_on_failure(sim):
         with steady_load(sim, "wrong tool-call parser"):
             runner = sim.playbook(PLAYBOOK, extravars=extravars, check=False)
             states = sim.backend_states()
@@ -181,13 +204,17 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
         assert serving_second
         assert "hermes" in running_argv(sim, "spark-2"), "spark-2 was touched after spark-1 failed"
-    finally:
-        restore(sim)
 
 
 def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):
+    # From the previous test's site: spark-1 drained with the wrong parser, spark-2 serving the next revision.
     sim = served_sim
-    extravars = target(sim, lambda p: p["vllm_options"].pop("enable-prefix-caching"))
+
+    def without_prefix_caching(profile):
+        next_revision(profile)
+        profile["vllm_options"].pop("enable-prefix-caching")
+
+    extravars = target(sim, without_prefix_caching)
     first = NODES[0]
     original = container_id(sim, first)
     killed = threading.Event()
