@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Build the CUTLASS fused-MoE JIT module that vLLM will ask FlashInfer for, into FLASHINFER_WORKSPACE_BASE.
 
 Runs inside a throwaway container of the serving image (roles/flashinfer_jit) or bare on a machine with torch, nvcc
