@@ -185,7 +185,7 @@ def test_ansible_doc_finds_exactly_the_walked_plugins(plugin_type):
 
 def test_ansible_doc_finds_no_plugin_type_the_walk_misses():
     found = {kind for kind, entries in metadata_dump().items() if entries and kind not in ("keyword", "role")}
-    assert found <= {kind for kind, _ in PLUGINS}
+    assert found <= {kind for kind, _fqcn in PLUGINS}
 
 
 @pytest.mark.parametrize(("plugin_type", "fqcn"), PLUGINS, ids=[f"{k}:{n}" for k, n in PLUGINS])
