@@ -108,6 +108,11 @@ molecule-others: collections sim-images
 molecule-tp: collections sim-images
 	molecule test -s tensor_parallel
 
+# What a task costs over the connection with and without pipelining, on a running `make sim` (prints figures).
+.PHONY: bench-connection
+bench-connection: collections
+	@scripts/bench_connection.sh
+
 # The rolling upgrade's overhead beyond each replica's own restart time, on a converged `make sim` (prints figures).
 .PHONY: bench-upgrade
 bench-upgrade: collections
