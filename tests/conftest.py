@@ -14,6 +14,10 @@ import pytest
 COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+# Support modules the unit tests share (ansible_doc_support).
+UNIT = Path(__file__).resolve().parent / "unit"
+if str(UNIT) not in sys.path:
+    sys.path.insert(0, str(UNIT))
 
 _SKIPPED = []
 

@@ -16,34 +16,17 @@ the installed copy this file sits in.
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
+from ansible_doc_support import COLLECTION, COLLECTIONS_PATH, ansible_doc
 
 NAMESPACE, NAME = "gb10", "serving"
 PREFIX = f"{NAMESPACE}.{NAME}."
-CHECKOUT = Path(__file__).resolve().parents[3]
-
-
-def _collections_path():
-    if os.environ.get("GB10_DOCS_COLLECTIONS_PATH"):
-        return Path(os.environ["GB10_DOCS_COLLECTIONS_PATH"])
-    if CHECKOUT.parent.parent.name == "ansible_collections":
-        return CHECKOUT.parents[2]  # an installed copy (ansible-test units, the built tarball)
-    return CHECKOUT / "collections"  # the checkout, linked in by make collections
-
-
-COLLECTIONS_PATH = _collections_path()
-COLLECTION = COLLECTIONS_PATH / "ansible_collections" / NAMESPACE / NAME
 
 # plugins/<dir> -> ansible-doc's plugin type, for every type ansible-doc documents.
 DOC_TYPES = {
@@ -78,39 +61,6 @@ for stem in sys.argv[4:]:
     found[stem] = sorted(getattr(getattr(module, cls)(), method)())
 print(json.dumps(found))
 """
-
-
-def _env():
-    env = dict(os.environ)
-    # Only this collections path: not the checkout's ansible.cfg, not a collection installed into site-packages.
-    env.update(
-        ANSIBLE_CONFIG=_empty_config(),
-        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH),
-        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-    )
-    return env
-
-
-@cache
-def _empty_config():
-    folder = tempfile.mkdtemp(prefix="gb10-docs-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    path = Path(folder) / "ansible.cfg"
-    path.write_text("[defaults]\n")
-    return str(path)
-
-
-def _ansible_doc_bin():
-    found = Path(sys.executable).with_name("ansible-doc")
-    return str(found) if found.exists() else (shutil.which("ansible-doc") or "ansible-doc")
-
-
-def ansible_doc(*args):
-    return subprocess.run(
-        [_ansible_doc_bin(), *args], capture_output=True, text=True, env=_env(), cwd=COLLECTIONS_PATH, check=False
-    )
 
 
 def _walk():

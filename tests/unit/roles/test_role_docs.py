@@ -12,57 +12,19 @@ scripts/check_argument_specs.py compares the specs with defaults/main.yml; this 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
+from ansible_doc_support import COLLECTION, ansible_doc
 
-CHECKOUT = Path(__file__).resolve().parents[3]
-
-
-def _collections_path():
-    if os.environ.get("GB10_DOCS_COLLECTIONS_PATH"):
-        return Path(os.environ["GB10_DOCS_COLLECTIONS_PATH"])
-    if CHECKOUT.parent.parent.name == "ansible_collections":
-        return CHECKOUT.parents[2]  # an installed copy (ansible-test units, the built tarball)
-    return CHECKOUT / "collections"  # the checkout, linked in by make collections
-
-
-COLLECTIONS_PATH = _collections_path()
-COLLECTION = COLLECTIONS_PATH / "ansible_collections" / "gb10" / "serving"
 ROLES = sorted(p.name for p in (COLLECTION / "roles").iterdir() if p.is_dir())
-
-
-def _ansible_doc(*args):
-    config = Path(tempfile.mkdtemp(prefix="gb10-role-docs-")) / "ansible.cfg"
-    config.write_text("[defaults]\n")
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(config),
-        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH),
-        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
-        ANSIBLE_NOCOLOR="1",
-    )
-    found = Path(sys.executable).with_name("ansible-doc")
-    binary = str(found) if found.exists() else (shutil.which("ansible-doc") or "ansible-doc")
-    try:
-        return subprocess.run(
-            [binary, *args], capture_output=True, text=True, env=env, cwd=COLLECTIONS_PATH, check=False
-        )
-    finally:
-        shutil.rmtree(config.parent)
 
 
 @cache
 def role_docs():
     """{fqcn: docs} of every role, as ansible-doc itself enumerates and reads them (``--metadata-dump``)."""
-    run = _ansible_doc("--metadata-dump", "--no-fail-on-errors", "gb10.serving")
+    run = ansible_doc("--metadata-dump", "--no-fail-on-errors", "gb10.serving")
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)["all"].get("role") or {}
 
@@ -72,7 +34,7 @@ def test_roles_found():
 
 
 def test_ansible_doc_renders_every_role():
-    run = _ansible_doc("-t", "role", *(f"gb10.serving.{role}" for role in ROLES))
+    run = ansible_doc("-t", "role", *(f"gb10.serving.{role}" for role in ROLES))
     assert run.returncode == 0 and "[ERROR]" not in run.stderr, run.stderr
 
 
