@@ -23,7 +23,7 @@ _HOST_KEYS = (
     "gb10_fabric_interface",
     "gb10_fabric_address",
     "gb10_stated_facts",
-    "gb10_sim",
+    "gb10_node_figures_prefer",
     "ansible_facts",
     "proxy_vip_interface",
     "proxy_vip_priority",
@@ -47,7 +47,10 @@ class ActionModule(ActionBase):
         nodes = {}
         for host in hosts:
             hvars = self._templar.template({key: (hostvars.get(host) or {}).get(key) for key in _HOST_KEYS})
-            figures = node_input(hvars, use_measured=args["use_measured"])
+            try:
+                figures = node_input(hvars, use_measured=args["use_measured"])
+            except ValueError as problem:
+                return {**result, "failed": True, "msg": f"{host}: {problem}"}
             nodes[host] = {
                 "fabric_address": figures["fabric_address"],
                 "fabric_interface": figures["fabric_interface"],

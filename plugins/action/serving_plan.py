@@ -56,14 +56,17 @@ class ActionModule(ActionBase):
                     "gb10_fabric_interface",
                     "gb10_fabric_address",
                     "gb10_stated_facts",
-                    "gb10_sim",
+                    "gb10_node_figures_prefer",
                     "memory_guard_other_work_reserve_gib",
                     "model_weights_snapshot_path",
                     "gb10_hf_cache_dir",
                     "ansible_facts",
                 )
             }
-            nodes[host] = node_input(self._templar.template(wanted), use_measured=args["use_measured"])
+            try:
+                nodes[host] = node_input(self._templar.template(wanted), use_measured=args["use_measured"])
+            except ValueError as problem:
+                return {**result, "failed": True, "msg": f"{host}: {problem}"}
 
         fabric_cidr = args["fabric_cidr"]
         if fabric_cidr is None and hosts:

@@ -5,13 +5,15 @@
 
 Pure Python over plain dicts (a host's vars as Ansible hands them over), so it is tested without Ansible.
 Each figure says where it came from: ``inventory`` (``gb10_stated_facts``), ``measured`` (``setup`` facts
-gathered this run), or ``inventory (simulated node)`` when a measured figure exists but the host is a simulated
-node (``gb10_sim: true``) whose container cannot see the GB10 it stands for.
+gathered this run), or ``inventory (preferred over measured)`` when a measured figure exists but the host says
+``gb10_node_figures_prefer: stated`` (a host whose own view is not the machine's: a container standing for a
+GB10, a VM with ballooned memory).
 """
 
 from __future__ import annotations
 
 FIGURES = ("mem_total_mib", "mem_available_mib", "cores", "interfaces")
+PREFER = ("measured", "stated")
 DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 
 
@@ -42,19 +44,22 @@ def measured_from_setup(ansible_facts):
     return measured
 
 
-def merge_figures(stated, measured, simulated=False):
-    """(figures, sources, measured_values): measured wins on a real node, the stated figure on a simulated one."""
+def merge_figures(stated, measured, prefer="measured"):
+    """(figures, sources, measured_values): a measured figure wins unless ``prefer`` is ``stated``."""
+    if prefer not in PREFER:
+        raise ValueError(f"gb10_node_figures_prefer is {prefer!r}: give one of {', '.join(PREFER)}")
+    keep_stated = prefer == "stated"
     stated = stated or {}
     measured = measured or {}
     figures, sources = {}, {}
     for key in FIGURES:
         have_stated = stated.get(key) not in (None, "", {})
         have_measured = measured.get(key) not in (None, "", {})
-        if have_measured and not (simulated and have_stated):
+        if have_measured and not (keep_stated and have_stated):
             figures[key], sources[key] = measured[key], "measured"
         elif have_stated:
             figures[key] = stated[key]
-            sources[key] = "inventory (simulated node)" if (simulated and have_measured) else "inventory"
+            sources[key] = "inventory (preferred over measured)" if (keep_stated and have_measured) else "inventory"
         else:
             sources[key] = "missing"
     return figures, sources, {k: measured[k] for k in FIGURES if k in measured}
@@ -64,7 +69,7 @@ def node_input(hostvars, use_measured=False):
     """The plan's input for one node from its host variables."""
     measured = measured_from_setup(hostvars.get("ansible_facts")) if use_measured else {}
     figures, sources, measured_values = merge_figures(
-        hostvars.get("gb10_stated_facts"), measured, simulated=bool(hostvars.get("gb10_sim"))
+        hostvars.get("gb10_stated_facts"), measured, prefer=hostvars.get("gb10_node_figures_prefer") or "measured"
     )
     return {
         "fabric_interface": hostvars.get("gb10_fabric_interface"),

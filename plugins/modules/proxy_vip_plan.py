@@ -19,7 +19,8 @@ description:
     nodes, a node has no fabric address, a priority is outside 1..254, the VRRP router id is outside 1..255, or
     HAProxy binds one concrete address (a backup could not accept on the floating address when it arrives).
   - Interfaces come from C(gb10_stated_facts) and, with O(use_measured=true), from facts gathered by
-    M(ansible.builtin.setup) (a simulated node, C(gb10_sim=true), keeps its stated figures).
+    M(ansible.builtin.setup) (a host with
+    C(gb10_node_figures_prefer=stated), such as a container standing for a GB10, keeps its stated figures).
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.

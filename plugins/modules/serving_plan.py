@@ -20,7 +20,8 @@ description:
     every node on its own figures, MAX_JOBS forwarded) and fails with ALL violations, each naming node, rule,
     value and fix.
   - Node figures come from the host variable C(gb10_stated_facts); with O(use_measured=true) from facts gathered
-    by M(ansible.builtin.setup) where present (a simulated node, C(gb10_sim=true), keeps its stated figures).
+    by M(ansible.builtin.setup) where present (a host with
+    C(gb10_node_figures_prefer=stated), such as a container standing for a GB10, keeps its stated figures).
     The plan says per node and figure where each came from.
   - See C(docs/serving-profile.md) for the profile schema.
 options:

@@ -115,7 +115,7 @@ def _gather_inventory(tmp):
             "gb10_fabric_interface": "eth0",
             "gb10_fabric_address": "10.77.0.11" if sim else "10.77.0.12",
             "gb10_stated_facts": stated,
-            "gb10_sim": sim,
+            "gb10_node_figures_prefer": "stated" if sim else "measured",
         }
     inventory = {"all": {"children": {"gb10_nodes": {"hosts": hosts}}}}
     path = tmp / "gather-hosts.yml"
@@ -184,5 +184,5 @@ def test_gathered_figures_say_where_they_came_from(runs):
     assert plan is not None, runs[("gather",)]["stdout"][-3000:]
     assert set(plan["nodes"]["local-real"]["facts_source"].values()) <= {"measured", "inventory"}
     assert plan["nodes"]["local-real"]["facts_source"]["mem_total_mib"] == "measured"
-    assert plan["nodes"]["local-sim"]["facts_source"]["mem_total_mib"] == "inventory (simulated node)"
+    assert plan["nodes"]["local-sim"]["facts_source"]["mem_total_mib"] == "inventory (preferred over measured)"
     assert plan["nodes"]["local-sim"]["facts_measured"]["mem_total_mib"] > 0

@@ -264,6 +264,14 @@ def test_tensor_parallel_is_refused_with_the_switch_playbook_named(served_sim, p
     served_sim.wait_all_ready(timeout=30)
 
 
+def test_unknown_restart_method_is_refused_before_any_change(served_sim):
+    runner = served_sim.playbook(PLAYBOOK, extravars={"rolling_upgrade_restart": "powercycle"}, check=False)
+    text = output(runner)
+    assert runner.rc != 0
+    assert 'spark-1: rolling_upgrade_restart is "powercycle" with' in text and "Nothing was changed" in text
+    served_sim.wait_all_ready(timeout=30)
+
+
 def test_pitfall_reload_forgets_a_drained_replica(served_sim):
     # A replica left drained by a failed upgrade must stay drained when HAProxy reloads (site.yml, an operator):
     # the reload saves the runtime state for the new process (roles/proxy, server-state-file).

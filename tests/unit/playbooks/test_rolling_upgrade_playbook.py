@@ -69,3 +69,14 @@ def test_reboot_passes_the_pre_reboot_gate_first():
     inner = reboot["block"]
     assert inner[0]["ansible.builtin.include_role"]["tasks_from"] == "pre_reboot_gate"
     assert "ansible.builtin.reboot" in inner[1]
+    assert inner[1]["when"] == "__rolling_upgrade_restart == 'reboot'"
+    assert inner[2]["ansible.builtin.command"]["argv"] == "{{ __rolling_upgrade_restart_command }}"
+    assert inner[2]["when"] == "__rolling_upgrade_restart == 'command'"
+
+
+def test_restart_method_defaults_to_a_reboot_and_is_checked_before_any_change():
+    plays = load("rolling_upgrade.yml")
+    per_node = next(p for p in plays if p.get("name") == "Rolling upgrade | one node at a time")
+    assert per_node["vars"]["__rolling_upgrade_restart"] == "{{ rolling_upgrade_restart | default('reboot') }}"
+    refuse = next(p for p in plays if p.get("name") == "Rolling upgrade | refuse a site that cannot roll")
+    assert any("restart each node" in t["name"] for t in refuse["tasks"])

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import pytest
 from _plan_fixtures import node_inputs
 
 SETUP_FACTS = {
@@ -34,12 +35,24 @@ def test_real_node_measured_figures_win_and_are_labelled():
     assert set(got["facts_source"].values()) == {"measured"}
 
 
-def test_simulated_node_keeps_stated_figures_and_says_so():
-    hostvars = {"gb10_stated_facts": STATED, "ansible_facts": SETUP_FACTS, "gb10_sim": True}
+def test_host_preferring_stated_figures_keeps_them_and_says_so():
+    hostvars = {"gb10_stated_facts": STATED, "ansible_facts": SETUP_FACTS, "gb10_node_figures_prefer": "stated"}
     got = node_inputs.node_input(hostvars, use_measured=True)
     assert got["facts"] == STATED
-    assert set(got["facts_source"].values()) == {"inventory (simulated node)"}
+    assert set(got["facts_source"].values()) == {"inventory (preferred over measured)"}
     assert got["facts_measured"]["mem_available_mib"] == 110000
+
+
+def test_preferring_stated_still_measures_what_the_inventory_leaves_out():
+    hostvars = {"gb10_stated_facts": {"cores": 20}, "ansible_facts": SETUP_FACTS, "gb10_node_figures_prefer": "stated"}
+    got = node_inputs.node_input(hostvars, use_measured=True)
+    assert got["facts"]["cores"] == 20 and got["facts_source"]["cores"] == "inventory (preferred over measured)"
+    assert got["facts"]["mem_total_mib"] == 124608 and got["facts_source"]["mem_total_mib"] == "measured"
+
+
+def test_unknown_preference_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="gb10_node_figures_prefer is 'inventory': give one of measured, stated"):
+        node_inputs.node_input({"gb10_node_figures_prefer": "inventory"}, use_measured=True)
 
 
 def test_offline_plan_uses_inventory_figures():
