@@ -165,6 +165,25 @@ class ServedSim:
             pytest.fail(f"{playbook.name} failed (rc={runner.rc}, status={runner.status}):\n{failures(runner)}")
         return runner
 
+    def toolcall_gate(self, candidate, running, check=True):
+        """playbooks/toolcall_gate.yml of ``candidate``'s replica against ``running``'s: (runner, the verdict)."""
+        runner = self.playbook(
+            "playbooks/toolcall_gate.yml",
+            {
+                "toolcall_gate_endpoint": self.replica_url(candidate),
+                "toolcall_gate_running_endpoint": self.replica_url(running),
+                "toolcall_gate_model": "tiny-moe",
+                "toolcall_gate_cases_file": str(self.repo / "sim" / "standin" / "toolcall_cases.yml"),
+            },
+            check=check,
+        )
+        outcome = "runner_on_ok" if runner.rc == 0 else "runner_on_failed"
+        for event in runner.events:
+            data = event.get("event_data", {})
+            if event.get("event") == outcome and data.get("task") == "Score and apply the gate":
+                return runner, data["res"]
+        raise AssertionError(f"the gate of {candidate} against {running} gave no verdict ({outcome})")
+
     def script(self, *argv):
         subprocess.run([str(self.repo / argv[0]), *argv[1:]], check=True, env={**os.environ, **self.env})
 

@@ -9,7 +9,8 @@ requests and 0 5xx; it prints the requests each replica served over time, read f
 The three upgrades chain, so that one rolling upgrade back to the original profile ends them instead of one after
 each: both nodes to the next model revision; then, on top of it, a wrong tool-call parser that spark-1 fails (it
 stays drained, spark-2 keeps the revision); then, from there, a target whose replica is killed on spark-1 (it stays
-drained again). The last one, or the first that fails, puts the site back on the original profile and waits until
+drained again). Between the last two the tool-calling gate refuses the replica left with the wrong parser. The
+last one, or the first that fails, puts the site back on the original profile and waits until
 both replicas are serving and READY. The restore itself is a rolling upgrade of both nodes (spark-1 from drained).
 """
 
@@ -204,6 +205,19 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
         assert serving_second
         assert "hermes" in running_argv(sim, "spark-2"), "spark-2 was touched after spark-1 failed"
+
+
+def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_sim):
+    """The previous test left spark-1 drained and serving with --tool-call-parser llama3_json, which does not read
+    the model's format: its calls come back as text in content, the gate scores it 0 and refuses it against the
+    running spark-2 (hermes)."""
+    sim = served_sim
+    with restored_on_failure(sim):
+        assert "llama3_json" in running_argv(sim, "spark-1") and "hermes" in running_argv(sim, "spark-2")
+        runner, refusal = sim.toolcall_gate("spark-1", "spark-2", check=False)
+        print(f"\nspark-1 with tool-call-parser llama3_json: {refusal['msg']}")
+        assert runner.rc != 0
+        assert refusal["candidate"]["score"] == 0.0 and refusal["running"]["score"] == 1.0, refusal
 
 
 def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):

@@ -183,6 +183,9 @@ def test_pitfall_conflicting_unit_started_by_hand_stops_the_other_topology(site)
         print(f"\n{node} after starting {TP_UNITS[node]} by hand: {states}")
         assert states["gb10-vllm.service"] in ("inactive", "failed"), states
     finally:
+        # A Ray worker whose head is not there ignores docker stop's SIGTERM for the whole --time (120 s measured):
+        # the test's own cleanup kills it rather than wait.
+        site.exec(node, "docker", "kill", "gb10-ray-worker", check=False)
         site.exec(node, "systemctl", "stop", *TP_UNITS[node], check=False)
         site.exec(node, "systemctl", "start", "gb10-vllm.service", check=False)
         site.wait_all_ready()
