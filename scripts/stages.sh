@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs make targets as the stages of `make test`, each with its wall time, and ends with a one-line-per-stage
-# summary, so every CI log shows where the time went. A stage written A+B+C runs those targets at the same time
-# (each line of their output prefixed with its name) and waits for all of them. Stops after the first stage that
-# fails; the summary is printed either way.
+# summary, so every CI log shows where the time went.
+#   A+B+C   one stage whose parts run at the same time (each line of their output prefixed with its target's name);
+#           the stage waits for all of them.
+#   A,B,C   one part that runs its targets one after the other, each timed, stopping at the first that fails.
+#   ~A      a part that runs at lower CPU priority (nice 10), so that the part on the critical path, left at normal
+#           priority, gets the cores first and the others take what it leaves idle.
+# Stops after the first stage that fails; the summary is printed either way.
 # Usage: scripts/stages.sh STAGE...   (MAKE names the make to call; the Makefile passes its own)
 set -uo pipefail
 make_cmd=${MAKE:-make}
@@ -22,34 +26,52 @@ run_one() {  # run_one TARGET [PREFIX]: the target's exit status
   $make_cmd --no-print-directory "$1"
 }
 
+run_chain() {  # run_chain MARKS PART: the part's targets in order, each timed into MARKS/<target>
+  local marks=$1 part=${2#\~} target t1 one=0
+  IFS=, read -r -a chain <<<"$part"
+  for target in "${chain[@]}"; do
+    t1=$(date +%s)
+    run_one "$target" prefix
+    one=$?
+    echo "$one $(($(date +%s) - t1))" >"$marks/$target"
+    [ "$one" -eq 0 ] || break
+  done
+  return "$one"
+}
+
 for stage in "$@"; do
   printf '\n==> stage %s: started %s\n' "$stage" "$(date -u +%H:%M:%S)"
   t0=$(date +%s)
-  IFS=+ read -r -a targets <<<"$stage"
-  if [ "${#targets[@]}" -eq 1 ]; then
+  IFS=+ read -r -a parts <<<"$stage"
+  if [ "${#parts[@]}" -eq 1 ] && [[ "$stage" != *,* && "$stage" != \~* ]]; then
     run_one "$stage"
     rc=$?
   else
     marks=$(mktemp -d)
     pids=()
-    for target in "${targets[@]}"; do
-      (
-        t1=$(date +%s)
-        run_one "$target" prefix
-        one=$?
-        echo "$one $(($(date +%s) - t1))" >"$marks/$target"
-        exit "$one"
-      ) &
+    for part in "${parts[@]}"; do
+      if [[ "$part" == \~* ]]; then
+        (renice -n 10 -p "$BASHPID" >/dev/null && run_chain "$marks" "$part") &
+      else
+        run_chain "$marks" "$part" &
+      fi
       pids+=($!)
     done
     wait "${pids[@]}"
     rc=0
-    for target in "${targets[@]}"; do
-      read -r one secs <"$marks/$target" || { one=1; secs=0; }
-      verdict=ok
-      [ "$one" -eq 0 ] || { verdict="FAILED (rc=$one)"; rc=$one; }
-      printf '==> part %s of stage %s: %d s, %s\n' "$target" "$stage" "$secs" "$verdict"
-      line "  $target" "$secs" "$verdict"
+    for part in "${parts[@]}"; do
+      IFS=, read -r -a chain <<<"${part#\~}"
+      for target in "${chain[@]}"; do
+        if [ -f "$marks/$target" ]; then
+          read -r one secs <"$marks/$target"
+          verdict=ok
+          [ "$one" -eq 0 ] || { verdict="FAILED (rc=$one)"; rc=$one; }
+        else
+          one=0 secs=0 verdict="not run (an earlier target of its part failed)"
+        fi
+        printf '==> part %s of stage %s: %d s, %s\n' "$target" "$stage" "$secs" "$verdict"
+        line "  $target" "$secs" "$verdict"
+      done
     done
     rm -rf "$marks"
   fi
