@@ -17,7 +17,7 @@ import ipaddress
 import json
 import re
 
-from . import _memory, _vllm_catalog
+from . import _memory, _plan_tp, _vllm_catalog
 
 TOPOLOGIES = ("replicas", "tensor_parallel")
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
@@ -318,6 +318,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     nodes: ``{host: {"fabric_interface", "fabric_address", "facts": {mem_total_mib, mem_available_mib, cores,
     interfaces: {ifname: "addr/prefix"}}, "facts_source": {...}, "other_work_reserve_gib", "snapshot_path",
     "hf_cache_dir"}}``; fabric_cidr: the fabric subnet; ray_head / ray_workers: the tensor-parallel group.
+    In tensor-parallel, ``group`` holds what vLLM runs every rank at (``_plan_tp``): the one share, the smallest
+    rank's KV tokens and the tightest headroom; a per-node value on a Ray worker is refused.
     """
     violations = []
     result = {
@@ -327,6 +329,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         "vllm_version": None,
         "model": None,
         "nodes": {},
+        "group": None,
         "violations": violations,
     }
     profiles = profiles or {}
@@ -602,11 +605,17 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
             )
         )
 
+    # tensor-parallel: one share for the group, the one the head's argv carries (vLLM applies it to every rank)
+    group_share, share_set_by = _plan_tp.group_setting(profile, head, "gpu_memory_utilization")
+    judged = {}  # host -> (memory table, MemTotal, MemAvailable, other work reserve), all in GiB
     for host in hosts:
         node = nodes[host] or {}
         facts, missing = _resolve_facts(node)
         role = ("ray_head" if host == head else "ray_worker") if topology == "tensor_parallel" else "replica"
-        share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
+        if topology == "tensor_parallel":
+            share = group_share
+        else:
+            share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
         max_seqs = _per_node_setting(profile, host, "max_num_seqs", None)
         entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
         # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
@@ -730,7 +739,18 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
 
         # memory
         share_ok = not isinstance(share, bool) and isinstance(share, (int, float)) and 0 < share <= 0.98
-        if not share_ok:
+        if not share_ok and topology == "tensor_parallel" and role == "ray_head":
+            violations.append(
+                _violation(
+                    host,
+                    "gpu_memory_utilization",
+                    share,
+                    f"the tensor-parallel group's gpu_memory_utilization ({share_set_by}) is {share!r}: set "
+                    f"{share_set_by} to a share between 0 and 0.98, low enough for the tighter node (vLLM applies "
+                    "the head's value to every rank)",
+                )
+            )
+        elif not share_ok and topology != "tensor_parallel":
             violations.append(
                 _violation(
                     host,
@@ -777,7 +797,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
             )
             table["margin_gib"] = margin
             entry["memory"] = table
-            _check_memory(host, table, margin, total, available, reserve, spec_config, context_length, violations)
+            judged[host] = (table, total, available, reserve)
 
         # argv: the vLLM process runs on every replica, and on the head only in tensor-parallel
         if role != "ray_worker":
@@ -799,6 +819,22 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
                 argv += ["--speculative-config", json.dumps(spec_config, sort_keys=True, separators=(",", ":"))]
             argv += option_argv
             entry["argv"] = argv
+
+    # memory, judged once every rank has its table: in tensor-parallel the fix is the group's one share
+    group = None
+    if topology == "tensor_parallel":
+        share_limits = {
+            host: _memory.max_share(avail, other, margin, mem) for host, (_t, mem, avail, other) in judged.items()
+        }
+        group = {"set_by": share_set_by, "max_share": _plan_tp.group_max_share(share_limits)}
+        _check_tp_worker_values(profile, head, workers, group, violations)
+        summary = _plan_tp.group_memory({h: judged[h][0] for h in judged}, group_share, share_set_by, context_length)
+        result["group"] = summary
+        group["kv_rank"] = (summary["kv_tokens_ranks"] or [None])[0]
+    for host, (table, total, available, reserve) in judged.items():
+        _check_memory(
+            host, table, margin, total, available, reserve, spec_config, context_length, violations, group=group
+        )
 
     if topology == "tensor_parallel":
         _check_tp_group(profile, hosts, nodes, violations)
@@ -942,19 +978,53 @@ def _check_tp_group(profile, hosts, nodes, violations):
             seen[address] = host
 
 
-def _check_memory(host, table, margin, total, available, reserve, spec_config, context_length, violations):
+def _check_tp_worker_values(profile, head, workers, group, violations):
+    """Refuse per-node values on Ray workers that only ``vllm serve`` reads (the head's argv holds for all)."""
+    for worker, key, value in _plan_tp.worker_values(profile, workers):
+        flag, why = _plan_tp.HEAD_ONLY[key]
+        group_value, set_by = _plan_tp.group_setting(profile, head, key)
+        if key == "gpu_memory_utilization" and group.get("max_share") is not None:
+            fix = "; at most {} keeps every rank at its margin here (the tighter node is the real budget)".format(
+                _fmt(group["max_share"])
+            )
+        else:
+            fix = ""
+        violations.append(
+            _violation(
+                worker,
+                "tp_per_node_value",
+                value,
+                f"nodes.{worker}.{key} is {value!r}, but {worker} is a Ray worker of the tensor-parallel group and "
+                f"runs no vllm serve: {why} (the head's {flag} is {group_value!r}, from {set_by}), so this value "
+                f"changes nothing on {worker}. Remove nodes.{worker}.{key} and set the group's one value in "
+                f"{set_by}{fix}",
+            )
+        )
+
+
+def _check_memory(host, table, margin, total, available, reserve, spec_config, context_length, violations, group=None):
+    """One node's memory findings; ``group`` (tensor-parallel) gives the group's share source and limit."""
     share = table["gpu_memory_utilization"]
     if table["headroom_gib"] < margin:
         best = _memory.max_share(available, reserve, margin, total)
+        if group is None:
+            fix = (
+                f"Lower nodes.{host}.gpu_memory_utilization to {_fmt(best)} or less "
+                "(judged on this node's own figures; the tighter node is the real budget)"
+            )
+        else:
+            fix = (
+                "vLLM applies the head's --gpu-memory-utilization {share} to every rank, so lower the group's value "
+                "({set_by}) to {best} or less (every rank judged on its own figures; the tighter node is the real "
+                "budget)".format(share=share, set_by=group["set_by"], best=_fmt(group["max_share"]))
+            )
         violations.append(
             _violation(
                 host,
                 "memory_headroom",
                 table["headroom_gib"],
                 "{host} keeps {headroom} GiB for the host: MemAvailable {available} GiB - other work {reserve} GiB "
-                "- vLLM budget {budget} GiB ({share} x {total} GiB) is below the margin {margin} GiB. Lower "
-                "nodes.{host}.gpu_memory_utilization to {best} or less "
-                "(judged on this node's own figures; the tighter node is the real budget)".format(
+                "- vLLM budget {budget} GiB ({share} x {total} GiB) is below the margin {margin} GiB. {fix}".format(
                     host=host,
                     headroom=_fmt(table["headroom_gib"]),
                     available=_fmt(available),
@@ -963,7 +1033,7 @@ def _check_memory(host, table, margin, total, available, reserve, spec_config, c
                     share=share,
                     total=_fmt(total),
                     margin=_fmt(margin),
-                    best=_fmt(best),
+                    fix=fix,
                 ),
             )
         )
@@ -996,15 +1066,21 @@ def _check_memory(host, table, margin, total, available, reserve, spec_config, c
                 ),
             )
         )
-    elif table["kv_tokens"] is not None and context_length and table["kv_tokens"] < context_length:
+    elif (
+        table["kv_tokens"] is not None
+        and context_length
+        and table["kv_tokens"] < context_length
+        and (group is None or host == group.get("kv_rank"))  # tensor-parallel: once, for the group
+    ):
         violations.append(
             _violation(
                 host,
                 "memory_kv_context",
                 table["kv_tokens"],
-                f"{host}'s KV cache of {_fmt(table['kv_cache_gib'])} GiB holds {table['kv_tokens']} tokens, fewer than "
-                f"one request at context_length {context_length}: vLLM refuses to start. Lower context_length to "
-                f"{table['kv_tokens']} or less, or free memory for the KV cache",
+                f"{host}'s KV cache of {_fmt(table['kv_cache_gib'])} GiB holds {table['kv_tokens']} tokens"
+                + ("" if group is None else ", the group's (vLLM sizes every rank's cache by its smallest rank)")
+                + f", fewer than one request at context_length {context_length}: vLLM refuses to start. Lower "
+                f"context_length to {table['kv_tokens']} or less, or free memory for the KV cache",
             )
         )
 
@@ -1030,6 +1106,30 @@ def _shell_word(word):
     if word and all(c.isalnum() or c in "-_./=:,@+" for c in word):
         return word
     return "'" + word.replace("'", "'\\''") + "'"
+
+
+def _group_lines(group, size):
+    """The tensor-parallel group's block of ``format_plan``: what vLLM runs every rank at."""
+    lines = [
+        f"== tensor-parallel group ({size} ranks; vllm serve on the head drives them all)",
+        "gpu-memory share on every rank: {} (from {}; vLLM applies the head's --gpu-memory-utilization to every "
+        "rank, so every rank is judged at it)".format(_fmt(group.get("gpu_memory_utilization")), group.get("set_by")),
+    ]
+    if group.get("kv_tokens") is not None:
+        lines.append(
+            "KV tokens of the group: {} ({}; vLLM sizes the cache by the rank with the fewest blocks){}".format(
+                group["kv_tokens"],
+                "the smallest rank's, " + group["kv_tokens_ranks"][0]
+                if len(group["kv_tokens_ranks"]) == 1
+                else "the same on " + ", ".join(group["kv_tokens_ranks"]),
+                ""
+                if group.get("requests_at_full_context") is None
+                else "; {} requests at full context".format(_fmt(group["requests_at_full_context"])),
+            )
+        )
+    if group.get("tightest_node") is not None:
+        lines.append(f"tightest headroom: {group['tightest_node']} {_fmt(group['headroom_gib'])} GiB")
+    return lines
 
 
 def format_plan(result):
@@ -1062,6 +1162,10 @@ def format_plan(result):
         sources = entry.get("facts_source") or {}
         if sources:
             lines.append("figures: " + ", ".join(f"{k} from {v}" for k, v in sorted(sources.items())))
+    group = result.get("group")
+    if group:
+        lines.append("")
+        lines.extend(_group_lines(group, result.get("tensor_parallel_size")))
     lines.append("")
     violations = result.get("violations") or []
     if violations:

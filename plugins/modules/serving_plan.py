@@ -19,6 +19,9 @@ description:
     snapshot path and served model name, Ray/NCCL/GLOO on the fabric for tensor-parallel, memory headroom on
     every node on its own figures, MAX_JOBS forwarded) and fails with ALL violations, each naming node, rule,
     value and fix.
+  - In tensor-parallel, every rank is judged at the one share vLLM applies to all of them (the head's
+    C(--gpu-memory-utilization)); a per-node value on a Ray worker is refused; the group's KV tokens are the
+    smallest rank's.
   - Node figures come from the host variable C(gb10_stated_facts); with O(use_measured=true) from facts gathered
     by M(ansible.builtin.setup) where present (a host with
     C(gb10_node_figures_prefer=stated), such as a container standing for a GB10, keeps its stated figures).
@@ -90,6 +93,12 @@ plan:
       description: >-
         Per host: role (replica, ray_head, ray_worker), argv (empty on a Ray worker), env, ray_start, memory
         (the memory table), snapshot_path and container_snapshot_path, facts_source and facts_measured.
+      type: dict
+    group:
+      description: >-
+        Tensor-parallel only (null for replicas): gpu_memory_utilization (the one share of every rank) and set_by
+        (where it is set), ranks_judged, kv_cache_gib, kv_tokens and kv_tokens_ranks (the smallest rank's: what
+        vLLM serves with), requests_at_full_context, tightest_node and headroom_gib.
       type: dict
     violations:
       description: Same as RV(violations).

@@ -322,19 +322,20 @@ def test_tp_group_needs_workers():
 
 
 def test_pitfall_memory_failures_caught_before_start_headroom_below_margin():
-    violation = only(run(tp(defaults__gpu_memory_utilization=0.90)), "memory_headroom")
+    profile = replicas(nodes={"spark-a": {"gpu_memory_utilization": 0.90}, "spark-b": {"gpu_memory_utilization": 0.74}})
+    violation = only(run(profile), "memory_headroom")
     assert violation["node"] == "spark-a"
     assert "MemAvailable 114.75 GiB" in violation["message"] and "margin 5.00 GiB" in violation["message"]
-    assert "gpu_memory_utilization to 0.89 or less" in violation["message"]
+    assert "nodes.spark-a.gpu_memory_utilization to 0.89 or less" in violation["message"]
 
 
 def test_pitfall_tighter_node_is_the_budget_not_the_average():
     # spark-b at 0.85: 109.38 - 3 - 103.43 = 2.94 < 5 on its own figures; the pair's average (6.62) would pass.
-    result = run(tp(nodes={}))
+    result = run(tp(defaults__gpu_memory_utilization=0.85))
     violation = only(result, "memory_headroom")
     assert violation["node"] == "spark-b"
     assert violation["value"] == pytest.approx(109.375 - 3 - 0.85 * 124608 / 1024, abs=0.01)
-    assert "0.83 or less" in violation["message"]
+    assert "group's value (defaults.gpu_memory_utilization) to 0.83 or less" in violation["message"]
 
 
 def test_pitfall_node_running_other_work_needs_lower_share():
@@ -365,19 +366,21 @@ def test_pitfall_speculative_drafter_comes_out_of_kv_budget():
 
 
 def test_pitfall_speculative_drafter_can_leave_no_kv_room():
-    violation = only(run(tp(speculative={"method": "mtp", "num_tokens": 4, "drafter_gib": 6})), "memory_kv_budget")
-    assert violation["node"] == "spark-b"
-    assert "drafter's 6.00 GiB comes out of the KV budget" in violation["message"]
+    # 0.83 x 121.69 - 90.65 - 3 = 7.35 GiB of KV room on each rank: an 8 GiB drafter leaves none on either.
+    result = run(tp(speculative={"method": "mtp", "num_tokens": 4, "drafter_gib": 8}))
+    assert rules(result) == ["memory_kv_budget", "memory_kv_budget"]
+    assert [v["node"] for v in result["violations"]] == ["spark-a", "spark-b"]
+    assert "drafter's 8.00 GiB comes out of the KV budget" in result["violations"][1]["message"]
 
 
 def test_kv_cache_too_small_for_one_full_context_request():
-    violation = only(run(tp(context_length=1048576)), "memory_kv_context")
+    violation = only(run(replicas(context_length=1048576)), "memory_kv_context")
     assert violation["node"] == "spark-b" and "fewer than one request" in violation["message"]
 
 
 def test_explicit_kv_cache_bytes_must_fit_the_budget():
-    violation = only(run(tp(**{"vllm_options__kv-cache-memory-bytes": "8G"})), "memory_kv_budget")
-    assert violation["node"] == "spark-b" and "--kv-cache-memory-bytes asks for 8.00 GiB" in violation["message"]
+    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "12G"})), "memory_kv_budget")
+    assert violation["node"] == "spark-b" and "--kv-cache-memory-bytes asks for 12.00 GiB" in violation["message"]
 
 
 def test_memory_table_arithmetic():

@@ -34,9 +34,17 @@ def valid_profiles(draw):
     profile["max_jobs"] = draw(st.integers(min_value=1, max_value=20))
     seqs = draw(st.integers(min_value=1, max_value=64))
     profile["defaults"]["max_num_seqs"] = seqs
-    for host in ("spark-a", "spark-b"):
-        share = draw(st.sampled_from([0.78, 0.79, 0.8]))
-        profile.setdefault("nodes", {})[host] = {"gpu_memory_utilization": share}
+    if profile["topology"] == "replicas":
+        for host in ("spark-a", "spark-b"):
+            share = draw(st.sampled_from([0.78, 0.79, 0.8]))
+            profile.setdefault("nodes", {})[host] = {"gpu_memory_utilization": share}
+    else:
+        # One share for the group, the head's (vLLM applies it to every rank): on the head or in defaults.
+        share = draw(st.sampled_from([0.78, 0.8, 0.83]))
+        if draw(st.booleans()):
+            profile["nodes"] = {"spark-a": {"gpu_memory_utilization": share}}
+        else:
+            profile["defaults"]["gpu_memory_utilization"] = share
     if profile["topology"] == "replicas" and draw(st.booleans()):
         profile["speculative"] = {"method": "mtp", "num_tokens": draw(st.integers(1, 7)), "drafter_gib": 1.5}
     if draw(st.booleans()):

@@ -1,0 +1,186 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The tensor-parallel group as vLLM runs it (issue 15 item 6): one share for every rank, KV from the smallest.
+
+vLLM runs `vllm serve` on the head only; the head's --gpu-memory-utilization holds on every rank, so every rank
+is judged at it and the tighter node is the real budget.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from _plan_fixtures import REPO, node_inputs, nodes, only, plan_mod, rules, run, tp
+
+TOTAL_GIB = 124608 / 1024
+
+
+# --- one share for the group ------------------------------------------------------------------------------
+
+
+def test_pitfall_tighter_node_is_the_real_budget_every_rank_at_the_heads_share():
+    # The example before issue 15: 0.85 for the group and 0.80 on spark-b, the worker. vLLM runs spark-b at 0.85.
+    result = run(tp(defaults__gpu_memory_utilization=0.85, nodes={"spark-b": {"gpu_memory_utilization": 0.80}}))
+    assert rules(result) == ["tp_per_node_value", "memory_headroom"]
+    worker = result["nodes"]["spark-b"]["memory"]
+    assert worker["gpu_memory_utilization"] == 0.85
+    assert worker["headroom_gib"] == pytest.approx(109.375 - 3 - 0.85 * TOTAL_GIB, abs=0.01)  # 2.94, not 9.02
+    headroom = result["violations"][1]
+    assert headroom["node"] == "spark-b" and headroom["value"] == pytest.approx(2.94, abs=0.01)
+    assert "vLLM applies the head's --gpu-memory-utilization 0.85 to every rank" in headroom["message"]
+    assert "lower the group's value (defaults.gpu_memory_utilization) to 0.83 or less" in headroom["message"]
+    assert result["group"]["gpu_memory_utilization"] == 0.85
+    assert result["group"]["tightest_node"] == "spark-b"
+
+
+def test_pitfall_tp_per_node_value_on_a_worker_refused_not_folded():
+    violation = only(run(tp(nodes={"spark-b": {"gpu_memory_utilization": 0.80}})), "tp_per_node_value")
+    assert violation["node"] == "spark-b" and violation["value"] == 0.80
+    message = violation["message"]
+    assert "nodes.spark-b.gpu_memory_utilization is 0.8" in message
+    assert "vLLM applies the head's value to every rank" in message
+    assert "--gpu-memory-utilization is 0.83, from defaults.gpu_memory_utilization" in message
+    assert "Remove nodes.spark-b.gpu_memory_utilization" in message and "at most 0.83" in message
+
+
+def test_pitfall_tp_per_node_value_max_num_seqs_on_a_worker_refused():
+    violation = only(run(tp(nodes={"spark-b": {"max_num_seqs": 4}})), "tp_per_node_value")
+    assert violation["node"] == "spark-b" and "--max-num-seqs is 8" in violation["message"]
+
+
+def test_share_set_on_the_head_is_the_groups_and_holds_on_every_rank():
+    result = run(tp(nodes={"spark-a": {"gpu_memory_utilization": 0.80}}))
+    assert result["violations"] == []
+    argv = result["nodes"]["spark-a"]["argv"]
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.8"
+    assert {entry["memory"]["gpu_memory_utilization"] for entry in result["nodes"].values()} == {0.80}
+    assert result["group"]["set_by"] == "nodes.spark-a.gpu_memory_utilization"
+
+
+def test_groups_share_refused_once_when_it_is_not_a_share():
+    violation = only(run(tp(defaults__gpu_memory_utilization=1.2)), "gpu_memory_utilization")
+    assert violation["node"] == "spark-a" and "tensor-parallel group's gpu_memory_utilization" in violation["message"]
+
+
+def test_memory_of_every_rank_at_the_groups_share():
+    result = run(tp())
+    assert result["violations"] == []
+    for entry in result["nodes"].values():
+        assert entry["memory"]["gpu_memory_utilization"] == 0.83
+        assert entry["memory"]["headroom_gib"] >= 5
+    assert result["nodes"]["spark-b"]["memory"]["headroom_gib"] == pytest.approx(5.37, abs=0.005)
+
+
+# --- KV tokens from the smallest rank ---------------------------------------------------------------------
+
+
+def test_pitfall_tp_kv_tokens_from_the_smallest_rank():
+    node_map = nodes()
+    node_map["spark-b"]["facts"]["mem_total_mib"] = 122000  # less memory: a smaller budget at the same share
+    result = run(tp(), node_map)
+    assert result["violations"] == []
+    head, worker = (result["nodes"][h]["memory"] for h in ("spark-a", "spark-b"))
+    assert worker["kv_tokens"] < head["kv_tokens"]
+    group = result["group"]
+    assert group["kv_tokens"] == worker["kv_tokens"] and group["kv_tokens_ranks"] == ["spark-b"]
+    assert group["requests_at_full_context"] == pytest.approx(worker["kv_tokens"] / 262144, abs=0.01)
+    assert f"KV tokens of the group: {worker['kv_tokens']} (the smallest rank's, spark-b" in plan_mod.format_plan(
+        result
+    )
+
+
+def test_pitfall_tp_kv_context_judged_once_for_the_group():
+    violation = only(run(tp(context_length=2097152)), "memory_kv_context")
+    assert violation["node"] == "spark-a" and "the group's" in violation["message"]
+
+
+# --- the shipped profiles plan clean at the share vLLM uses -----------------------------------------------
+
+_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _load(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _render(value, known):
+    """Substitute the few plain ``{{ name }}`` templates of the shipped inventories (nothing else is templated)."""
+    if isinstance(value, str):
+        return _TEMPLATE.sub(lambda m: known[m.group(1)], value)
+    if isinstance(value, dict):
+        return {k: _render(v, known) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render(v, known) for v in value]
+    return value
+
+
+def _shipped(inventory):
+    base = REPO / "inventories" / inventory
+    group_vars = {}
+    for path in sorted((base / "group_vars" / "all").glob("*.yml")):
+        group_vars.update(_load(path))
+    known = {"gb10_sim_subnet_base": "10.77.0"}  # sim.yml's default (SIM_SUBNET_BASE unset)
+    if "gb10_sim_standin_repository" in group_vars:
+        known["gb10_sim_standin_image"] = "{}@{}".format(
+            group_vars["gb10_sim_standin_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
+        )
+    children = _load(base / "hosts.yml")["all"]["children"]
+    hosts = list(children["gb10_nodes"]["hosts"])
+    node_map = {}
+    for host in hosts:
+        hostvars = {k: v for k, v in group_vars.items() if k.startswith(("gb10_fabric_", "gb10_hf_", "memory_guard_"))}
+        hostvars.update(_load(base / "host_vars" / f"{host}.yml"))
+        node_map[host] = node_inputs.node_input(_render(hostvars, known))
+    cidr = group_vars["gb10_fabric_cidr"].replace("{{ gb10_sim_subnet_base }}", known["gb10_sim_subnet_base"])
+    return {
+        "profiles": _render(group_vars["serving_profiles"], known),
+        "nodes": node_map,
+        "fabric_cidr": cidr,
+        "ray_head": next(iter(children["gb10_ray_head"]["hosts"])),
+        "ray_workers": list(children["gb10_ray_workers"]["hosts"]),
+    }
+
+
+SHIPPED = [
+    ("example-pair", "glm-5.3-flash-tp2"),
+    ("example-pair", "glm-replicas-mtp"),
+    ("sim", "sim-replicas"),
+    ("sim", "sim-tp"),
+]
+
+
+@pytest.mark.parametrize(("inventory", "profile"), SHIPPED)
+def test_shipped_profiles_plan_clean(inventory, profile):
+    site = _shipped(inventory)
+    result = plan_mod.plan(
+        profile,
+        site["profiles"],
+        site["nodes"],
+        fabric_cidr=site["fabric_cidr"],
+        ray_head=site["ray_head"],
+        ray_workers=site["ray_workers"],
+    )
+    assert result["violations"] == [], plan_mod.format_plan(result)
+    for entry in result["nodes"].values():
+        assert entry["memory"]["headroom_gib"] >= entry["memory"]["margin_gib"]
+    if result["topology"] == "tensor_parallel":
+        share = result["group"]["gpu_memory_utilization"]
+        head_argv = result["nodes"][site["ray_head"]]["argv"]
+        assert head_argv[head_argv.index("--gpu-memory-utilization") + 1] == f"{share:g}"
+        assert {entry["memory"]["gpu_memory_utilization"] for entry in result["nodes"].values()} == {share}
+
+
+def test_example_tp_pair_at_the_share_vllm_uses():
+    site = _shipped("example-pair")
+    result = plan_mod.plan(
+        "glm-5.3-flash-tp2",
+        site["profiles"],
+        site["nodes"],
+        **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")},
+    )
+    group = result["group"]
+    assert group["gpu_memory_utilization"] == 0.83 and group["set_by"] == "defaults.gpu_memory_utilization"
+    assert group["tightest_node"] == "spark-b" and group["headroom_gib"] == pytest.approx(5.37, abs=0.005)
+    assert not (site["profiles"]["glm-5.3-flash-tp2"].get("nodes") or {}).get("spark-b")
