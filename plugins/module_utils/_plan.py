@@ -319,7 +319,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     interfaces: {ifname: "addr/prefix"}}, "facts_source": {...}, "other_work_reserve_gib", "snapshot_path",
     "hf_cache_dir"}}``; fabric_cidr: the fabric subnet; ray_head / ray_workers: the tensor-parallel group.
     In tensor-parallel, ``group`` holds what vLLM runs every rank at (``_plan_tp``): the one share, the smallest
-    rank's KV tokens and the tightest headroom; a per-node value on a Ray worker is refused.
+    rank's KV tokens, the tightest headroom and the heads; a per-node value on a Ray worker is refused.
     """
     violations = []
     result = {
@@ -557,6 +557,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
                 "num_kv_heads, head_dim, or kind mla with num_layers, kv_lora_rank, qk_rope_head_dim",
             )
         )
+    shape_failed = any(v["rule"] == "model_attention_shape" for v in violations)
+    heads = _check_heads(model.get("attention"), topology, tp_size, len(nodes), shape_failed, violations)
     explicit_kv = (profile.get("vllm_options") or {}).get("kv-cache-memory-bytes")
     explicit_kv_bytes = None
     if explicit_kv is not None:
@@ -829,6 +831,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         group = {"set_by": share_set_by, "max_share": _plan_tp.group_max_share(share_limits)}
         _check_tp_worker_values(profile, head, workers, group, violations)
         summary = _plan_tp.group_memory({h: judged[h][0] for h in judged}, group_share, share_set_by, context_length)
+        summary["heads"] = heads
         result["group"] = summary
         group["kv_rank"] = (summary["kv_tokens_ranks"] or [None])[0]
     for host, (table, total, available, reserve) in judged.items():
@@ -976,6 +979,55 @@ def _check_tp_group(profile, hosts, nodes, violations):
             )
         else:
             seen[address] = host
+
+
+def _check_heads(attention, topology, tp_size, node_count, shape_failed, violations):
+    """Stated head counts (``model.attention.num_heads`` / ``num_kv_heads``) and, in tensor-parallel, whether
+    they split over the group's ranks. Returns what the plan reports about them (``checked`` False when the
+    profile states none: the plan runs offline and cannot read the snapshot's config.json)."""
+    heads, kv_heads, problems = _plan_tp.stated_heads(attention)
+    for field, problem in problems:
+        if field == "num_kv_heads" and shape_failed:
+            continue  # already refused as part of the attention shape
+        value = (attention or {}).get(field) if field else [heads, kv_heads]
+        violations.append(_violation(ALL_NODES, "model_attention_heads", value, problem))
+    summary = {
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "tensor_parallel_size": tp_size,
+        "checked": False,
+        "fit": None,
+    }
+    if topology != "tensor_parallel" or tp_size < 2 or (heads is None and kv_heads is None) or problems:
+        return summary
+    summary["checked"] = True
+    misfits = _plan_tp.heads_fit(heads, kv_heads, tp_size)
+    summary["fit"] = not misfits
+    if misfits:
+        sizes = _plan_tp.fitting_sizes(heads, kv_heads, node_count)
+        fix = (
+            "make the group (gb10_ray_head + gb10_ray_workers) {} nodes".format(" or ".join(map(str, sizes)))
+            if sizes
+            else f"no group of 2 to {node_count} nodes of this inventory fits: serve the model as replicas"
+        )
+        violations.append(
+            _violation(
+                ALL_NODES,
+                "tp_heads_divisible",
+                tp_size,
+                "the tensor-parallel group has {} ranks and model.attention states {}: {}. Fix: {}".format(
+                    tp_size,
+                    " and ".join(
+                        f"{count} {label}"
+                        for count, label in ((heads, "attention heads"), (kv_heads, "KV heads"))
+                        if count is not None
+                    ),
+                    "; ".join(misfits),
+                    fix,
+                ),
+            )
+        )
+    return summary
 
 
 def _check_tp_worker_values(profile, head, workers, group, violations):
@@ -1129,6 +1181,20 @@ def _group_lines(group, size):
         )
     if group.get("tightest_node") is not None:
         lines.append(f"tightest headroom: {group['tightest_node']} {_fmt(group['headroom_gib'])} GiB")
+    heads = group.get("heads") or {}
+    if heads.get("checked"):
+        stated = ", ".join(
+            f"{count} {label}"
+            for count, label in ((heads.get("num_heads"), "attention heads"), (heads.get("num_kv_heads"), "KV heads"))
+            if count is not None
+        )
+        verdict = "they split over the ranks" if heads.get("fit") else "they do NOT split: see tp_heads_divisible"
+        lines.append(f"heads: {stated} over {size} ranks (checked: {verdict})")
+    else:
+        lines.append(
+            f"heads: not checked against {size} ranks (state model.attention.num_heads and num_kv_heads from the "
+            "snapshot's config.json: num_attention_heads, num_key_value_heads)"
+        )
     return lines
 
 

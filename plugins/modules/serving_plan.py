@@ -21,7 +21,7 @@ description:
     value and fix.
   - In tensor-parallel, every rank is judged at the one share vLLM applies to all of them (the head's
     C(--gpu-memory-utilization)); a per-node value on a Ray worker is refused; the group's KV tokens are the
-    smallest rank's.
+    smallest rank's; the model's stated attention and KV heads must split over the group's ranks.
   - Node figures come from the host variable C(gb10_stated_facts); with O(use_measured=true) from facts gathered
     by M(ansible.builtin.setup) where present (a host with
     C(gb10_node_figures_prefer=stated), such as a container standing for a GB10, keeps its stated figures).
@@ -98,7 +98,8 @@ plan:
       description: >-
         Tensor-parallel only (null for replicas): gpu_memory_utilization (the one share of every rank) and set_by
         (where it is set), ranks_judged, kv_cache_gib, kv_tokens and kv_tokens_ranks (the smallest rank's: what
-        vLLM serves with), requests_at_full_context, tightest_node and headroom_gib.
+        vLLM serves with), requests_at_full_context, tightest_node and headroom_gib, and heads (num_heads,
+        num_kv_heads, tensor_parallel_size, checked, fit).
       type: dict
     violations:
       description: Same as RV(violations).

@@ -3,18 +3,31 @@
 """The tensor-parallel group as vLLM runs it (issue 15 item 6): one share for every rank, KV from the smallest.
 
 vLLM runs `vllm serve` on the head only; the head's --gpu-memory-utilization holds on every rank, so every rank
-is judged at it and the tighter node is the real budget.
+is judged at it and the tighter node is the real budget. Heads must split over the group's ranks.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
 import yaml
-from _plan_fixtures import REPO, node_inputs, nodes, only, plan_mod, rules, run, tp
+from _plan_fixtures import REPO, node, node_inputs, nodes, only, plan_mod, rules, run, tp
+
+tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan_tp")
 
 TOTAL_GIB = 124608 / 1024
+
+
+def _three_nodes():
+    node_map = nodes()
+    node_map["spark-c"] = node("192.168.200.13", 117500, 1)
+    return node_map
+
+
+def run3(profile, **kwargs):
+    return run(profile, _three_nodes(), ray_workers=["spark-b", "spark-c"], **kwargs)
 
 
 # --- one share for the group ------------------------------------------------------------------------------
@@ -96,6 +109,59 @@ def test_pitfall_tp_kv_context_judged_once_for_the_group():
     assert violation["node"] == "spark-a" and "the group's" in violation["message"]
 
 
+# --- heads over the group's ranks -------------------------------------------------------------------------
+
+
+def test_pitfall_tp_heads_divisible_three_nodes_over_a_four_head_model_refused():
+    attention = {"kv_bytes_per_token": 6961, "num_heads": 4, "num_kv_heads": 2}
+    violation = only(run3(tp(model__attention=attention)), "tp_heads_divisible")
+    assert violation["node"] == "all" and violation["value"] == 3
+    message = violation["message"]
+    assert "Total number of attention heads (4) must be divisible by tensor parallel size (3)" in message
+    assert "the tensor-parallel size (3) is not a multiple of the KV heads (2)" in message
+    assert "make the group (gb10_ray_head + gb10_ray_workers) 2 nodes" in message
+    assert "they do NOT split" in plan_mod.format_plan(run3(tp(model__attention=attention)))
+    # the same model over two ranks fits
+    assert run(tp(model__attention=attention))["violations"] == []
+
+
+def test_pitfall_tp_heads_divisible_from_a_gqa_shape():
+    shape = {"kind": "gqa", "num_layers": 4, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64}
+    assert "tp_heads_divisible" in rules(run3(tp(model__attention=shape)))
+    result = run(tp(model__attention=shape))
+    assert result["violations"] == [] and result["group"]["heads"]["checked"] is True
+
+
+def test_heads_fit_split_or_replicated_as_vllm_does():
+    assert tp_mod.heads_fit(4, 2, 2) == []
+    assert tp_mod.heads_fit(4, 2, 4) == []  # 2 KV heads replicated twice over 4 ranks
+    assert len(tp_mod.heads_fit(4, 2, 3)) == 2
+    assert tp_mod.heads_fit(12, 6, 3) == tp_mod.heads_fit(12, 3, 3) == []
+    (problem,) = tp_mod.heads_fit(24, 8, 3)
+    assert "KV heads (8) do not divide by the tensor-parallel size (3)" in problem
+    assert tp_mod.heads_fit(None, None, 3) == []
+    assert tp_mod.fitting_sizes(4, 2, 4) == [2, 4]
+
+
+def test_model_attention_heads_validated():
+    bad = only(run(tp(model__attention={"kv_bytes_per_token": 6961, "num_heads": "four"})), "model_attention_heads")
+    assert "num_heads must be a positive whole number of heads, got 'four'" in bad["message"]
+    swapped = {"kv_bytes_per_token": 6961, "num_heads": 2, "num_kv_heads": 4}
+    assert (
+        "not a multiple of num_kv_heads 4"
+        in only(run(tp(model__attention=swapped)), "model_attention_heads")["message"]
+    )
+    # a gqa shape whose num_kv_heads is not a number is refused once, as the shape
+    shape = {"kind": "gqa", "num_layers": 4, "num_kv_heads": "x", "head_dim": 64}
+    assert rules(run(tp(model__attention=shape))) == ["model_attention_shape"]
+
+
+def test_heads_not_stated_are_said_to_be_unchecked():
+    result = run(tp())
+    assert result["group"]["heads"]["checked"] is False
+    assert "heads: not checked against 2 ranks" in plan_mod.format_plan(result)
+
+
 # --- the shipped profiles plan clean at the share vLLM uses -----------------------------------------------
 
 _TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
@@ -170,6 +236,8 @@ def test_shipped_profiles_plan_clean(inventory, profile):
         head_argv = result["nodes"][site["ray_head"]]["argv"]
         assert head_argv[head_argv.index("--gpu-memory-utilization") + 1] == f"{share:g}"
         assert {entry["memory"]["gpu_memory_utilization"] for entry in result["nodes"].values()} == {share}
+        # sim-tp states its heads (sim/model's config.json); the example's illustrative model does not
+        assert result["group"]["heads"]["checked"] is (inventory == "sim")
 
 
 def test_example_tp_pair_at_the_share_vllm_uses():
