@@ -4,8 +4,9 @@
 #   A+B+C   one stage whose parts run at the same time (each line of their output prefixed with its target's name);
 #           the stage waits for all of them.
 #   A,B,C   one part that runs its targets one after the other, each timed, stopping at the first that fails.
-#   ~A      a part that runs at lower CPU priority (nice 10), so that the part on the critical path, left at normal
-#           priority, gets the cores first and the others take what it leaves idle.
+#   ~A      a part that runs at lower CPU priority, so that the part on the critical path, left at normal priority,
+#           gets the cores first and the others take what it leaves idle: nice 10 for its own processes, and
+#           SIM_CPU_SHARES=256 (a quarter of Docker's default weight) for the simulated nodes it starts (sim/up.sh).
 # Stops after the first stage that fails; the summary is printed either way.
 # Usage: scripts/stages.sh STAGE...   (MAKE names the make to call; the Makefile passes its own)
 set -uo pipefail
@@ -51,7 +52,7 @@ for stage in "$@"; do
     pids=()
     for part in "${parts[@]}"; do
       if [[ "$part" == \~* ]]; then
-        (renice -n 10 -p "$BASHPID" >/dev/null && run_chain "$marks" "$part") &
+        (renice -n 10 -p "$BASHPID" >/dev/null && export SIM_CPU_SHARES=256 && run_chain "$marks" "$part") &
       else
         run_chain "$marks" "$part" &
       fi

@@ -13,6 +13,12 @@ if ! docker network inspect "$SIM_NETWORK" >/dev/null 2>&1; then
   say "network $SIM_NETWORK $SIM_SUBNET"
 fi
 
+case "$SIM_CPU_SHARES" in
+  '') cpu=() ;;
+  *[!0-9]*) die "SIM_CPU_SHARES is '$SIM_CPU_SHARES': give a whole number of CPU shares (Docker's default is 1024)" ;;
+  *) cpu=(--cpu-shares "$SIM_CPU_SHARES") ;;
+esac
+
 cgroupns=()
 [ "$(docker info -f '{{.CgroupVersion}}')" = "2" ] && cgroupns=(--cgroupns host)
 
@@ -21,7 +27,7 @@ ensure_running() {  # ensure_running NAME docker-run-args...
   case "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null || echo absent)" in
     true) return 0 ;;
     false) docker start "$name" >/dev/null ;;
-    *) docker run -d --name "$name" --label "$SIM_LABEL" "$@" >/dev/null ;;
+    *) docker run -d --name "$name" --label "$SIM_LABEL" "${cpu[@]}" "$@" >/dev/null ;;
   esac
 }
 

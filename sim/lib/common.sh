@@ -9,6 +9,9 @@ SIM_NETWORK="${SIM_NETWORK:-gb10-sim}"
 SIM_SUBNET_BASE="${SIM_SUBNET_BASE:-10.77.0}"
 SIM_SUBNET="$SIM_SUBNET_BASE.0/24"
 SIM_NODES="${SIM_NODES:-2}"
+# CPU weight of the simulation's containers (docker --cpu-shares; empty: Docker's default, 1024). make test starts
+# the checks beside its longest part with 256, so their nodes yield the cores to it (scripts/stages.sh).
+SIM_CPU_SHARES="${SIM_CPU_SHARES:-}"
 SIM_BASE_IMAGE="${SIM_BASE_IMAGE:-gb10-sim-debian:bookworm}"
 SIM_NODE_IMAGE="${SIM_NODE_IMAGE:-gb10-sim-node:latest}"
 SIM_REGISTRY_IP="$SIM_SUBNET_BASE.5"

@@ -12,6 +12,8 @@ GB10_IT_KEEP=1. Every module leaves the site as it found it: replicas topology, 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -198,6 +200,11 @@ class ServedSim:
     def proxies(self):
         """The nodes that run a proxy (both when the floating address is on, else the first)."""
         return [node for node in NODES if self.exec(node, "test", "-S", ADMIN_SOCKET, check=False).returncode == 0]
+
+    def proxy_stats(self, node=NODES[0]):
+        """{svname: row} of a proxy's serving backend from HAProxy's `show stat` (CSV)."""
+        text = self.proxy_admin("show stat", node).lstrip("# ")
+        return {row["svname"]: row for row in csv.DictReader(io.StringIO(text)) if row.get("pxname") == "vllm"}
 
     def backend_states(self, node=NODES[0]):
         """{server: (operational state, admin state)} of a proxy's serving backend, from `show servers state`."""

@@ -177,6 +177,11 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
         assert sim.all_ready()
         for node in NODES:
             assert f"{node} upgraded and ready" in text, f"no figures for {node}"
+        # test_10 leaves the site at 12 sequences per replica; the target is the profile's 4, and the upgrade's
+        # proxy run carries a changed --max-num-seqs to every proxy's per-server maxconn.
+        for proxy in sim.proxies():
+            stats = sim.proxy_stats(proxy)
+            assert {node: stats[node]["slim"] for node in NODES} == dict.fromkeys(NODES, "4"), (proxy, stats)
         print(
             "\n"
             + "\n".join(part.split(" TASK ")[0] for part in text.split("msg: ")[1:] if "upgraded and ready" in part)
