@@ -1,0 +1,155 @@
+#!/usr/bin/python
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Ansible module: wait for an engine's /health, and stop waiting once its unit shows it will not come up."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: engine_ready
+short_description: Wait until a serving engine answers /health, failing at once when its systemd unit gives up
+description:
+  - Polls O(url) until it answers HTTP 200, for at most O(timeout) seconds.
+  - Between polls it reads the unit's state (C(systemctl show)). An engine that exits during startup (vLLM refusing
+    its configuration after loading the weights) is restarted by systemd's C(Restart=on-failure) and never answers;
+    the module fails as soon as the unit was restarted since the wait began, waits for an automatic restart, failed,
+    or stopped, with the unit's last journal lines, instead of waiting out the timeout.
+  - Read-only.
+version_added: 0.1.1
+extends_documentation_fragment:
+  - gb10.serving.read_only
+author:
+  - gb10.serving maintainers (!UNKNOWN)
+options:
+  node:
+    description: Name of the node, used in messages.
+    type: str
+    required: true
+  url:
+    description: The engine's health URL.
+    type: str
+    required: true
+  unit:
+    description: The systemd unit that runs the engine.
+    type: str
+    required: true
+  timeout:
+    description: Seconds to wait for HTTP 200 in all.
+    type: int
+    default: 1200
+  delay:
+    description: Seconds between polls.
+    type: float
+    default: 5
+"""
+
+EXAMPLES = r"""
+- name: Wait until the engine answers /health
+  gb10.serving.engine_ready:
+    node: "{{ inventory_hostname }}"
+    url: http://10.77.0.11:8000/health
+    unit: gb10-vllm.service
+    timeout: 1200
+    delay: 5
+"""
+
+RETURN = r"""
+ready:
+  description: Whether the engine answered 200.
+  type: bool
+  returned: always
+waited_s:
+  description: Seconds from the first poll to the answer or the failure.
+  type: float
+  returned: always
+polls:
+  description: How many times the URL was asked.
+  type: int
+  returned: always
+unit_state:
+  description: The unit's last properties read (ActiveState, SubState, Result, NRestarts, InvocationID, ExecMainStatus).
+  type: dict
+  returned: always
+reason:
+  description: Why the wait stopped without an answer (empty when ready).
+  type: str
+  returned: always
+"""
+
+import time
+from http.client import HTTPException
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.gb10.serving.plugins.module_utils import _engine_ready
+
+
+def _health(url, timeout):
+    try:
+        with open_url(url, timeout=timeout, validate_certs=False) as answer:
+            return answer.status
+    except (OSError, HTTPException, ValueError):  # refused, reset, 5xx (HTTPError) or timeout: not up yet
+        return None
+
+
+def _unit(module, unit):
+    argv = ["systemctl", "show", "--no-pager", *(f"--property={p}" for p in _engine_ready.PROPERTIES), unit]
+    _rc, out, _err = module.run_command(argv)
+    return _engine_ready.parse_show(out)
+
+
+def _journal(module, unit, since):
+    argv = ["journalctl", "--no-pager", "-o", "cat", "-u", unit, "--since", f"@{int(since)}", "-n", "40"]
+    _rc, out, _err = module.run_command(argv)
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "node": {"type": "str", "required": True},
+            "url": {"type": "str", "required": True},
+            "unit": {"type": "str", "required": True},
+            "timeout": {"type": "int", "default": 1200},
+            "delay": {"type": "float", "default": 5},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    started, wall = time.monotonic(), time.time()
+    first = _unit(module, p["unit"])
+    polls, state, reason = 0, first, ""
+    while True:
+        polls += 1
+        if _health(p["url"], timeout=max(1.0, min(10.0, p["delay"] * 2))) == 200:
+            module.exit_json(
+                changed=False,
+                ready=True,
+                waited_s=round(time.monotonic() - started, 1),
+                polls=polls,
+                unit_state=state,
+                reason="",
+            )
+        state = _unit(module, p["unit"])
+        reason = _engine_ready.judge(p["unit"], first, state) or ""
+        waited = time.monotonic() - started
+        if not reason and waited >= p["timeout"]:
+            reason = f"no answer within the timeout of {p['timeout']} s while {p['unit']} is {state.get('SubState')}"
+        if reason:
+            module.fail_json(
+                msg=_engine_ready.message(
+                    p["node"], p["unit"], p["url"], waited, reason, _journal(module, p["unit"], wall)
+                ),
+                ready=False,
+                waited_s=round(waited, 1),
+                polls=polls,
+                unit_state=state,
+                reason=reason,
+            )
+        time.sleep(p["delay"])
+
+
+if __name__ == "__main__":
+    main()
