@@ -24,9 +24,8 @@ SIM_LIMITS = {
     "context_ladder_mem_abort_mib": 512,
     "context_ladder_ssh_limit_s": 60.0,
     "context_ladder_ssh_factor": 100.0,
-    # The stand-in answers /health within seconds of a restart (3 s measured in a rolling upgrade), and the rung it
-    # cannot hold never does: the serving role waits out the whole timeout there.
-    "context_ladder_health_timeout": 45,
+    # The rung the stand-in cannot hold ends the wait at its first exit (gb10.serving.engine_ready), not here.
+    "context_ladder_health_timeout": 120,
     "context_ladder_recall_timeout": 600,
     "context_ladder_recall_poll": 2,
 }
