@@ -8,30 +8,13 @@ import importlib
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from unittest import mock
 
 import pytest
+from module_harness import run_main
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "engine_ready"
 engine_ready = importlib.import_module("ansible_collections.gb10.serving.plugins.modules.engine_ready")
-basic = importlib.import_module("ansible.module_utils.basic")
-testing = importlib.import_module("ansible.module_utils.testing")
-
-
-class ModuleExit(Exception):
-    def __init__(self, result):
-        super().__init__(result)
-        self.result = result
-
-
-def _exit_json(self, **kwargs):
-    kwargs.setdefault("failed", False)
-    raise ModuleExit(kwargs)
-
-
-def _fail_json(self, msg, **kwargs):
-    raise ModuleExit({**kwargs, "failed": True, "msg": msg})
 
 
 @pytest.fixture
@@ -68,15 +51,7 @@ def run(url, states, timeout=30):
         return 0, (FIXTURES / f"{name}.txt").read_text(), ""
 
     args = {"node": "spark-1", "url": url, "unit": "gb10-vllm.service", "timeout": timeout, "delay": 0.05}
-    with (
-        testing.patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "run_command", run_command),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        pytest.raises(ModuleExit) as exc,
-    ):
-        engine_ready.main()
-    return exc.value.result, commands
+    return run_main(engine_ready.main, args, run_command), commands
 
 
 def test_ready_once_health_answers_200(health):

@@ -5,39 +5,14 @@
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 from unittest import mock
 
-import pytest
+from module_harness import run_main
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "lockstep"
 lockstep_state = importlib.import_module("ansible_collections.gb10.serving.plugins.modules.lockstep_state")
-basic = importlib.import_module("ansible.module_utils.basic")
-testing = importlib.import_module("ansible.module_utils.testing")
-
-
-class ModuleExit(Exception):
-    def __init__(self, result):
-        super().__init__(result)
-        self.result = result
-
-
-def _exit_json(self, **kwargs):
-    kwargs.setdefault("failed", False)
-    kwargs["warnings_emitted"] = list(getattr(self, "_lockstep_warnings", []))
-    raise ModuleExit(kwargs)
-
-
-def _fail_json(self, msg, **kwargs):
-    kwargs["failed"] = True
-    kwargs["msg"] = msg
-    raise ModuleExit(kwargs)
-
-
-def _warn(self, warning):
-    self.__dict__.setdefault("_lockstep_warnings", []).append(warning)
 
 
 def build_module(args, dpkg_fixture, depends=None, dpkg_rc=0):
@@ -56,18 +31,7 @@ def build_module(args, dpkg_fixture, depends=None, dpkg_rc=0):
 
 
 def run_module(args, dpkg_fixture, depends=None, dpkg_rc=0):
-    run_command = build_module(args, dpkg_fixture, depends, dpkg_rc)
-    with (
-        testing.patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "run_command", run_command),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "warn", _warn),
-        pytest.raises(ModuleExit) as exc,
-    ):
-        lockstep_state.main()
-    json.dumps(exc.value.result)
-    return exc.value.result
+    return run_main(lockstep_state.main, args, build_module(args, dpkg_fixture, depends, dpkg_rc))
 
 
 def make_tree(root, layout):
