@@ -30,23 +30,32 @@ def repo_folder(repo_id):
 
 
 class Status:
+    """The status file the role polls. The reporter thread and the final write share one temporary file, so they
+    take turns; once the final status is written no progress write may replace it (the role would wait on)."""
+
     def __init__(self, path, phase, total=0):
         self.path, self.phase, self.total, self.error = path, phase, total, None
         self.done_fn = lambda: 0
+        self._lock = threading.Lock()
+        self._finished = False
 
     def write(self, final=False):
-        data = {
-            "phase": self.phase,
-            "bytes_done": self.done_fn(),
-            "bytes_total": self.total,
-            "error": self.error,
-            "finished": final,
-            "time": time.time(),
-        }
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(data, handle)
-        os.replace(tmp, self.path)
+        with self._lock:
+            if self._finished:
+                return
+            data = {
+                "phase": self.phase,
+                "bytes_done": self.done_fn(),
+                "bytes_total": self.total,
+                "error": self.error,
+                "finished": final,
+                "time": time.time(),
+            }
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as handle:
+                json.dump(data, handle)
+            os.replace(tmp, self.path)
+            self._finished = final
 
     def run_reporter(self, interval=3.0):
         def loop():

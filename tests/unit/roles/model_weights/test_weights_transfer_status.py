@@ -1,0 +1,50 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The fetch's status file (roles/model_weights/files/weights_transfer.py): the reporter thread and the final write."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[4]
+_spec = importlib.util.spec_from_file_location(
+    "gb10_weights_transfer_status", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+)
+transfer = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(transfer)
+
+
+def test_pitfall_reporter_and_final_write_race_on_one_temporary_file(tmp_path):
+    # Seen in make test on a loaded machine: the final write's os.replace found no .tmp, because the reporter
+    # thread had just replaced it; the fetch died with FileNotFoundError after every byte had arrived.
+    status = transfer.Status(str(tmp_path / "status.json"), "fetch", total=100)
+    errors = []
+
+    def hammer():
+        try:
+            for _n in range(300):
+                status.write()
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer) for _n in range(4)]
+    for thread in threads:
+        thread.start()
+    for _n in range(300):
+        status.write()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_a_progress_write_after_the_final_one_changes_nothing(tmp_path):
+    status = transfer.Status(str(tmp_path / "status.json"), "fetch", total=100)
+    status.done_fn = lambda: 100
+    status.write(final=True)
+    status.done_fn = lambda: 7
+    status.write()
+    written = json.loads((tmp_path / "status.json").read_text())
+    assert written["finished"] is True and written["bytes_done"] == 100
