@@ -127,11 +127,11 @@ package: collections
 	@scripts/check_changelog.sh
 
 # make test: every check as a stage with its wall time, then a line per stage (scripts/stages.sh). molecule default
-# is the longest part (converge, idempotence, the served-site suite: ~33 min alone on 2 cores) and leaves about a
-# quarter of the cores idle, so it starts first at normal priority and every other check runs beside it at nice 10
-# (~): lint, unit, sanity and the tarball, then integration, in one part; the other scenarios in another. Each
-# scenario and the integration suite have their own nodes under their own prefix and subnet.
-TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,integration+~molecule-others
+# is the longest part (converge, idempotence, then the served-site suite, which leaves a quarter of the two cores
+# idle), so it starts first at normal priority and every other check runs beside it, one after another, at the
+# lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
+# at most. Each scenario and the integration suite have their own nodes under their own prefix and subnet.
+TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,molecule-others,integration
 test:
 	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 
