@@ -82,10 +82,11 @@ def blob_bytes(folder, manifest):
     total = 0
     for entry in manifest.values():
         for name in (entry["blob"], entry["blob"] + ".incomplete"):
-            path = os.path.join(folder, "blobs", name)
-            if os.path.exists(path):
-                total += os.path.getsize(path)
+            try:
+                total += os.path.getsize(os.path.join(folder, "blobs", name))
                 break
+            except OSError:  # absent, or the partial file was renamed to its blob between two looks
+                continue
     return total
 
 

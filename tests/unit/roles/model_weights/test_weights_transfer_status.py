@@ -48,3 +48,23 @@ def test_a_progress_write_after_the_final_one_changes_nothing(tmp_path):
     status.write()
     written = json.loads((tmp_path / "status.json").read_text())
     assert written["finished"] is True and written["bytes_done"] == 100
+
+
+def test_pitfall_reporter_dies_when_a_partial_file_is_renamed_under_it(tmp_path, monkeypatch):
+    # Seen in make test: blob_bytes found the .incomplete file, the fetch renamed it to its blob, and getsize raised
+    # FileNotFoundError in the reporter thread, which died: the status file stopped moving for the rest of the fetch.
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    (blobs / "b1").write_bytes(b"x" * 5)
+    (blobs / "b2.incomplete").write_bytes(b"x" * 3)
+    manifest = {"a": {"blob": "b1"}, "b": {"blob": "b2"}, "c": {"blob": "b3"}}
+    assert transfer.blob_bytes(str(tmp_path), manifest) == 8
+    real = transfer.os.path.getsize
+
+    def renamed_meanwhile(path):
+        if path.endswith("b2.incomplete"):
+            raise FileNotFoundError(path)
+        return real(path)
+
+    monkeypatch.setattr(transfer.os.path, "getsize", renamed_meanwhile)
+    assert transfer.blob_bytes(str(tmp_path), manifest) == 5
