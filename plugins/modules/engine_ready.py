@@ -42,6 +42,13 @@ options:
     description: Seconds between polls.
     type: float
     default: 5
+  stop_on_exit:
+    description:
+      - Fail as soon as the unit shows the engine exited. Set it false where exits are part of the start, such as
+        the tensor-parallel engine, which is started beside its Ray head and exits until the workers have
+        registered; then only O(timeout) ends the wait.
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -114,6 +121,7 @@ def main():
             "unit": {"type": "str", "required": True},
             "timeout": {"type": "int", "default": 1200},
             "delay": {"type": "float", "default": 5},
+            "stop_on_exit": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -133,7 +141,7 @@ def main():
                 reason="",
             )
         state = _unit(module, p["unit"])
-        reason = _engine_ready.judge(p["unit"], first, state) or ""
+        reason = (_engine_ready.judge(p["unit"], first, state) or "") if p["stop_on_exit"] else ""
         waited = time.monotonic() - started
         if not reason and waited >= p["timeout"]:
             reason = f"no answer within the timeout of {p['timeout']} s while {p['unit']} is {state.get('SubState')}"

@@ -37,7 +37,7 @@ def health():
     server.shutdown()
 
 
-def run(url, states, timeout=30):
+def run(url, states, timeout=30, stop_on_exit=True):
     """Run the module; each `systemctl show` answers the next capture of ``states`` (the last one repeats)."""
     answers = list(states)
     commands = []
@@ -50,7 +50,14 @@ def run(url, states, timeout=30):
         name = answers.pop(0) if len(answers) > 1 else answers[0]
         return 0, (FIXTURES / f"{name}.txt").read_text(), ""
 
-    args = {"node": "spark-1", "url": url, "unit": "gb10-vllm.service", "timeout": timeout, "delay": 0.05}
+    args = {
+        "node": "spark-1",
+        "url": url,
+        "unit": "gb10-vllm.service",
+        "timeout": timeout,
+        "delay": 0.05,
+        "stop_on_exit": stop_on_exit,
+    }
     return run_main(engine_ready.main, args, run_command), commands
 
 
@@ -76,3 +83,10 @@ def test_a_slow_start_runs_into_the_timeout(health):
     url, _state = health
     result, _commands = run(url, ["running"], timeout=1)
     assert result["failed"] and "no answer within the timeout of 1 s" in result["reason"]
+
+
+def test_tensor_parallel_engine_restarting_until_its_workers_join_is_waited_for(health):
+    url, state = health
+    state["ok_after"] = 3
+    result, _commands = run(url, ["running", "auto_restart", "restarted_once", "running"], stop_on_exit=False)
+    assert result["ready"] and not result["failed"] and result["polls"] == 4
