@@ -51,6 +51,14 @@ class Repo:
                     entry["oid"] = tiny_moe.git_blob_sha1(data)
                 self.meta[commit][path] = entry
 
+    def sibling(self, commit: str, path: str) -> dict:
+        entry = self.meta[commit][path]
+        sibling = {"rfilename": path, "size": entry["size"], "blobId": entry["oid"]}
+        if "lfs" in entry:
+            lfs = entry["lfs"]
+            sibling["lfs"] = {"sha256": lfs["oid"], "size": lfs["size"], "pointerSize": lfs["pointerSize"]}
+        return sibling
+
     def resolve(self, revision: str) -> str | None:
         revision = self.refs.get(revision, revision)
         return revision if revision in self.revisions else None
@@ -157,6 +165,8 @@ def make_handler(repo: Repo, state: State, token: str | None):
                 commit = self._lookup(match["repo"], match["rev"], head)
                 if commit:
                     siblings = [{"rfilename": p} for p in repo.revisions[commit]]
+                    if query.get("blobs", "").lower() == "true":  # the hub's files_metadata=True answer
+                        siblings = [repo.sibling(commit, s["rfilename"]) for s in siblings]
                     info = {
                         "id": repo.repo_id,
                         "modelId": repo.repo_id,

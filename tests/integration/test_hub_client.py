@@ -87,6 +87,20 @@ def test_unknown_revision_and_missing_token_are_typed_errors(endpoint, tmp_path)
         HfApi(endpoint=endpoint, token=False).model_info(tiny_moe.REPO_ID, revision=tiny_moe.REVISION_1)
 
 
+def test_files_metadata_gives_every_size_and_lfs_sha256(endpoint):
+    """The preflight sums these sizes for its free-disk check: the real client must read them as the hub sends them."""
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=endpoint, token=TOKEN).model_info(
+        tiny_moe.REPO_ID, revision=tiny_moe.REVISION_1, files_metadata=True
+    )
+    files = tiny_moe.repository()[tiny_moe.REVISION_1]
+    assert {s.rfilename: s.size for s in info.siblings} == {name: len(data) for name, data in files.items()}
+    lfs = {s.rfilename: s.lfs.sha256 for s in info.siblings if s.lfs}
+    assert lfs and lfs == {n: hashlib.sha256(files[n]).hexdigest() for n in files if tiny_moe.is_lfs(n)}
+    assert all(s.blob_id for s in info.siblings)
+
+
 def run_fetch(endpoint, tmp_path, revision, monkeypatch):
     monkeypatch.setattr(transfer, "CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(transfer.time, "sleep", lambda _s: None)

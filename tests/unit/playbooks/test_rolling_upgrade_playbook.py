@@ -21,14 +21,21 @@ def names(tasks):
 
 def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play():
     plays = load("rolling_upgrade.yml")
-    assert plays[0]["ansible.builtin.import_playbook"] == "plan.yml"
+    assert plays[0]["ansible.builtin.import_playbook"] == "preflight.yml"
+    preflight = load("preflight.yml")
+    assert preflight[0]["ansible.builtin.import_playbook"] == "plan.yml"
+    assert preflight[1]["roles"] == [{"role": "gb10.serving.node_preflight"}]
+    assert preflight[1]["any_errors_fatal"] is True
     refuse, prove, serial = plays[1], plays[2], plays[3]
     assert "switch_topology.yml" in refuse["tasks"][0]["ansible.builtin.assert"]["fail_msg"]
     assert prove["any_errors_fatal"] is True and "serial" not in prove
     roles = [t.get("ansible.builtin.include_role", {}).get("name") for t in prove["tasks"]]
     assert {"gb10.serving.serving_image", "gb10.serving.model_weights"} <= set(roles)
-    lockstep = next(t for t in prove["tasks"] if "name" in t.get("ansible.builtin.apt", {}))
-    assert lockstep["check_mode"] is True
+    # The lockstep set was resolved at its pins in check mode by the preflight (roles/nvidia_lockstep/tasks/checks.yml).
+    checks = yaml.safe_load((PLAYBOOKS.parent / "roles/nvidia_lockstep/tasks/checks.yml").read_text())
+    lockstep = next(t for t in checks if "name" in t.get("ansible.builtin.apt", {}))
+    assert lockstep["check_mode"] is True and lockstep["register"] == "__nvidia_lockstep_installable"
+    assert any("__nvidia_lockstep_installable is changed" in str(t) for t in prove["tasks"])
     assert serial["serial"] == 1 and serial["any_errors_fatal"] is True
 
 
