@@ -15,7 +15,7 @@ import pytest
 import yaml
 from _plan_fixtures import REPO, node, node_inputs, nodes, only, plan_mod, rules, run, tp
 
-tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan_tp")
+tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.tp")
 
 TOTAL_GIB = 124608 / 1024
 

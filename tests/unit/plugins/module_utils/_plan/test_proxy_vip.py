@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gb10.serving.plugins.module_utils import _proxy_vip as vip
+from ansible_collections.gb10.serving.plugins.module_utils._plan import format_violations
+from ansible_collections.gb10.serving.plugins.module_utils._plan import proxy_vip as vip
 
 HOSTS = ["spark-a", "spark-b"]
 
@@ -154,7 +155,7 @@ def test_every_violation_at_once():
         ("spark-b", "priority"),
         ("spark-b", "vip_interface"),
     ]
-    text = vip.format_violations(planned["violations"])
+    text = format_violations(planned["violations"], "the floating proxy address")
     assert text.startswith("6 violation(s) of the floating proxy address; nothing was changed:")
 
 
