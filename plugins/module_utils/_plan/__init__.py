@@ -22,6 +22,7 @@ from . import rules_profile  # noqa: F401
 from . import rules_model  # noqa: F401
 from . import rules_options  # noqa: F401
 from . import rules_nodes  # noqa: F401
+from . import rules_inputs  # noqa: F401
 from . import rules_tp  # noqa: F401
 from . import rules_memory  # noqa: F401
 from . import rules_proxy_vip  # noqa: F401
@@ -92,4 +93,5 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         violations=registry.run(ctx),
     )
     result["tensor_parallel_size"] = ctx.tp_size
+    result["bind_all_interfaces"] = ctx.bind_all_interfaces
     return result

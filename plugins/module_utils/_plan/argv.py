@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 
 from .. import _vllm_catalog
+from .inputs import secret_flag
 from .violation import ALL_NODES, violation
 
 RAY_PORT = 6379
+ALL_INTERFACES = "0.0.0.0"
 
 # Options the plan writes itself from the profile's structured fields or per-node overrides; giving them in
 # vllm_options too would make two sources of truth (and a per-node value global).
@@ -164,8 +166,8 @@ def options(profile_options, catalog):
                 )
             )
             continue
-        if value is None:
-            continue
+        if value is None or secret_flag(name):
+            continue  # a secret never reaches the argv, which the plan prints (vllm_option_secret refuses it)
         refusal, words = _verdict(name, value, catalog)
         if refusal:
             findings.append(refusal)
@@ -175,8 +177,11 @@ def options(profile_options, catalog):
 
 
 def listen_host(ctx, host):
-    """The address vLLM binds on ``host``: the node's own."""
-    return str(ctx.per_node[host]["address"] or "0.0.0.0")
+    """The address vLLM binds on ``host``: the node's own; every interface only when the profile says so."""
+    if ctx.bind_all_interfaces:
+        return ALL_INTERFACES
+    address = ctx.per_node[host]["address"]
+    return str(address) if address else None  # refused by replica_address_missing / tp_node_ip
 
 
 def serve_argv(ctx, host):

@@ -16,13 +16,13 @@ import ipaddress
 from .. import _memory, _vllm_catalog
 from . import argv as _argv
 from . import tp as _tp
+from .inputs import secret_env_name
 from .violation import ALL_NODES, violation
 
 TOPOLOGIES = ("replicas", "tensor_parallel")
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 DEFAULT_PORT = 8000
-ALL_INTERFACES = "0.0.0.0"
 
 
 def snapshot_dir(repo_id, revision):
@@ -165,6 +165,7 @@ def _derive_profile_values(ctx):
     ctx.head_address = (ctx.nodes.get(ctx.head) or {}).get("fabric_address") if ctx.head else None
     ctx.profile_env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
     ctx.port = ctx.number(profile.get("port"), DEFAULT_PORT, "port", cast=int)
+    ctx.bind_all_interfaces = profile.get("bind_all_interfaces") is True
     ctx.group_share, ctx.share_set_by = _tp.group_setting(profile, ctx.head, "gpu_memory_utilization")
 
 
@@ -222,7 +223,8 @@ def _derive_node(ctx, host):
             }
         )
     env.update(ctx.profile_env)
-    entry["env"] = dict(sorted(env.items()))
+    # a secret in the profile's env is refused (env_secret) and never printed with the plan
+    entry["env"] = {k: ("(secret: refused)" if secret_env_name(k) else v) for k, v in sorted(env.items())}
     if ctx.tensor_parallel:
         entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address)
 

@@ -76,6 +76,8 @@ def format_plan(result):
         f"tensor-parallel size {result.get('tensor_parallel_size')}",
         f"image {result.get('image')} (vLLM {result.get('vllm_version')})",
     ]
+    if result.get("bind_all_interfaces"):
+        lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
     for host, entry in sorted(result["nodes"].items()):
         lines.append("")
         lines.append(f"== {host} ({entry['role']})")

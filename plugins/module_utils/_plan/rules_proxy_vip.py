@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from .inputs import ifname_problem
 from .proxy_vip import PRIORITY_RANGE, WILDCARD_BINDS, interface_network
 from .registry import rule
 from .violation import ALL_NODES, violation
@@ -205,3 +206,23 @@ def vip_subnet(ctx):
                 f"proxy_vip_prefix is {vip.network.prefixlen} but {name} is {local}; set proxy_vip_prefix: "
                 f"{local.network.prefixlen}",
             )
+
+
+@rule("interface_name", pitfall="input validation", planner="proxy_vip")
+def interface_name(ctx):
+    """keepalived.conf carries the interface names bare (``interface``, ``dev``, ``track_interface``)."""
+    for host in ctx.hosts:
+        node = ctx.node(host)
+        for var, name in (
+            ("gb10_fabric_interface", node.get("fabric_interface")),
+            ("proxy_vip_interface", node.get("vip_interface")),
+        ):
+            problem = ifname_problem(name) if name else ""
+            if problem:
+                yield violation(
+                    host,
+                    "interface_name",
+                    name,
+                    f"{var} of {host} is {name!r}, which {problem}; keepalived.conf is written with it: set it to "
+                    "the name `ip -br link` shows on the node",
+                )

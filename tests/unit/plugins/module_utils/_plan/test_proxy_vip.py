@@ -227,3 +227,10 @@ def test_vip_subnet():
         ("spark-b", "vip_subnet", 25),
     ]
     assert "set proxy_vip_prefix: 24" in planned["violations"][0]["message"]
+
+
+def test_interface_name():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"vip_interface": "enP7s7\n    dev evil"}))
+    assert ("spark-b", "interface_name") in rules(planned)
+    violation = next(v for v in planned["violations"] if v["rule"] == "interface_name")
+    assert violation["value"] == "enP7s7\n    dev evil" and "keepalived.conf" in violation["message"]
