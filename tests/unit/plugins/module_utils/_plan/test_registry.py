@@ -79,3 +79,14 @@ def test_a_broken_plan_names_registered_rules_only():
     assert len(result["violations"]) >= 5
     assert {v["rule"] for v in result["violations"]} <= set(registry.RULES)
     assert all(v["rule"] in registry.RULES for v in plan_mod.plan(None, {}, nodes())["violations"])
+
+
+def test_readme_example_rule_is_the_registered_one():
+    # README "Contributing: adding a plan rule" shows a real rule and its test, word for word.
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Contributing: adding a plan rule", 1)[1]
+    rule_code, test_code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:2]
+    name = re.search(r'@rule\("(\w+)"', rule_code).group(1)
+    assert rule_code in (REPO / "plugins/module_utils/_plan/rules_inputs.py").read_text(encoding="utf-8")
+    tests = REPO / "tests/unit/plugins/module_utils/_plan/test_rules_inputs.py"
+    assert test_code in tests.read_text(encoding="utf-8")
+    assert name in registry.RULES and f"def test_{name}(" in test_code
