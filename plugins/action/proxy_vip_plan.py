@@ -8,7 +8,8 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
-from ansible_collections.gb10.serving.plugins.module_utils._proxy_vip import format_violations, plan
+from ansible_collections.gb10.serving.plugins.module_utils._plan import format_violations
+from ansible_collections.gb10.serving.plugins.module_utils._plan.proxy_vip import plan
 
 _ARGUMENT_SPEC = {
     "address": {"type": "str", "required": True},
@@ -77,7 +78,7 @@ class ActionModule(ActionBase):
         result["violations"] = planned["violations"]
         if planned["violations"]:
             result["failed"] = True
-            result["msg"] = format_violations(planned["violations"])
+            result["msg"] = format_violations(planned["violations"], "the floating proxy address")
         else:
             result["msg"] = (
                 f"floating address {planned['address']}/{planned['prefix']} on {', '.join(hosts)} "

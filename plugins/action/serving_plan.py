@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
-from ansible_collections.gb10.serving.plugins.module_utils._plan import format_plan, plan
+from ansible_collections.gb10.serving.plugins.module_utils._plan import format_plan, format_violations, plan
 
 _ARGUMENT_SPEC = {
     "profile": {"type": "str"},
@@ -19,12 +19,6 @@ _ARGUMENT_SPEC = {
     "fabric_cidr": {"type": "str"},
     "use_measured": {"type": "bool", "default": False},
 }
-
-
-def _format_violations(violations):
-    lines = [f"{len(violations)} violation(s) of the serving plan; nothing was changed:"]
-    lines.extend(f"- [{v['node']}] {v['rule']}: {v['message']}" for v in violations)
-    return "\n".join(lines)
 
 
 class ActionModule(ActionBase):
@@ -89,7 +83,7 @@ class ActionModule(ActionBase):
         result["plan_text"] = format_plan(planned)
         if planned["violations"]:
             result["failed"] = True
-            result["msg"] = _format_violations(planned["violations"])
+            result["msg"] = format_violations(planned["violations"], "the serving plan")
         else:
             result["msg"] = (
                 f"serving profile {planned['profile']}: {planned['topology']} on {', '.join(planned['nodes'])}, "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gb10.serving.plugins.module_utils._plan import _DIGEST_REF_RE
+from ansible_collections.gb10.serving.plugins.module_utils._plan import DIGEST_REF_RE as _DIGEST_REF_RE
 
 _CANONICAL_RE = re.compile(r"[-_.]+")
 

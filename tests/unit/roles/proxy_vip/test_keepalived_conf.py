@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from ansible_collections.gb10.serving.plugins.module_utils import _proxy_vip as vip
+from ansible_collections.gb10.serving.plugins.module_utils._plan import proxy_vip as vip
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "proxy_vip"
 

@@ -8,7 +8,7 @@ import copy
 import importlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 
 _BASE = "ansible_collections.gb10.serving.plugins.module_utils."
 plan_mod = importlib.import_module(_BASE + "_plan")

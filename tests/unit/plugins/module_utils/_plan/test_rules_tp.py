@@ -15,7 +15,7 @@ import pytest
 import yaml
 from _plan_fixtures import REPO, node, node_inputs, nodes, only, plan_mod, rules, run, tp
 
-tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan_tp")
+tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.tp")
 
 TOTAL_GIB = 124608 / 1024
 
@@ -252,3 +252,51 @@ def test_example_tp_pair_at_the_share_vllm_uses():
     assert group["gpu_memory_utilization"] == 0.83 and group["set_by"] == "defaults.gpu_memory_utilization"
     assert group["tightest_node"] == "spark-b" and group["headroom_gib"] == pytest.approx(5.37, abs=0.005)
     assert not (site["profiles"]["glm-5.3-flash-tp2"].get("nodes") or {}).get("spark-b")
+
+
+# --- one test per rule of rules_tp.py, named after the rule -----------------------------------------------
+
+
+def test_tp_fabric_cidr():
+    violation = only(run(tp(), fabric_cidr="fabric"), "tp_fabric_cidr")
+    assert violation["value"] == "fabric" and "192.168.200.0/24" in violation["message"]
+
+
+def test_tp_node_ip():
+    node_map = nodes()
+    node_map["spark-b"]["fabric_address"] = "spark-b.local"
+    result = run(tp(), node_map)
+    violation = next(v for v in result["violations"] if v["rule"] == "tp_node_ip")
+    assert violation["node"] == "spark-b" and "not an IP address" in violation["message"]
+
+
+def test_tp_vllm_host_ip():
+    violation = only(run(tp(env={"VLLM_HOST_IP": "192.168.200.12"})), "tp_vllm_host_ip")
+    assert violation["node"] == "spark-a" and violation["value"] == "192.168.200.12"
+
+
+def test_tp_socket_ifname():
+    result = run(tp(env={"GLOO_SOCKET_IFNAME": "ib0"}))
+    assert rules(result) == ["tp_socket_ifname", "tp_socket_ifname"]
+    assert {v["node"] for v in result["violations"]} == {"spark-a", "spark-b"}
+
+
+def test_tp_ray_memory_monitor():
+    result = run(tp(env={"RAY_memory_monitor_refresh_ms": "1000"}))
+    assert [(v["rule"], v["value"]) for v in result["violations"]] == [("tp_ray_memory_monitor", "1000")] * 2
+
+
+def test_tp_executor_backend():
+    violation = only(run(tp(**{"vllm_options__distributed-executor-backend": "mp"})), "tp_executor_backend")
+    assert violation["value"] == "mp" and "World size (2)" in violation["message"]
+
+
+def test_tp_heads_divisible():
+    violation = only(run(tp(model__attention={"kv_bytes_per_token": 6961, "num_heads": 3})), "tp_heads_divisible")
+    assert violation["value"] == 2 and "attention heads (3) do not divide" in violation["message"]
+
+
+def test_tp_per_node_value():
+    violation = only(run(tp(nodes={"spark-b": {"max_num_seqs": 16}})), "tp_per_node_value")
+    assert violation["node"] == "spark-b" and violation["value"] == 16
+    assert "Remove nodes.spark-b.max_num_seqs" in violation["message"]

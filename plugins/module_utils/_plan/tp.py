@@ -10,7 +10,7 @@ sizes the KV cache by the rank with the fewest blocks). A per-node value on a wo
 into the group's value: the inventory would still say that the worker runs at its own share, which is false,
 and the plan refuses every other second source of truth too. The model's attention and KV heads, where the
 profile states them, must split over the group's ranks as vLLM splits them. Pure functions over plain values;
-the plan (``_plan.py``) turns their findings into violations.
+``rules_tp.py`` turns their findings into violations.
 """
 
 from __future__ import annotations
@@ -159,3 +159,21 @@ def heads_fit(num_heads, num_kv_heads, size):
 def fitting_sizes(num_heads, num_kv_heads, most):
     """Tensor-parallel sizes from 2 to ``most`` over which the stated heads split."""
     return [size for size in range(2, most + 1) if not heads_fit(num_heads, num_kv_heads, size)]
+
+
+def heads_summary(attention, topology, size):
+    """What the plan reports about the stated heads (``checked`` False when the profile states none: the plan
+    runs offline and cannot read the snapshot's config.json)."""
+    heads, kv_heads, problems = stated_heads(attention)
+    summary = {
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "tensor_parallel_size": size,
+        "checked": False,
+        "fit": None,
+    }
+    if topology != "tensor_parallel" or size < 2 or (heads is None and kv_heads is None) or problems:
+        return summary
+    summary["checked"] = True
+    summary["fit"] = not heads_fit(heads, kv_heads, size)
+    return summary

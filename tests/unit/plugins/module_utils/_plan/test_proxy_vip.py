@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gb10.serving.plugins.module_utils import _proxy_vip as vip
+from ansible_collections.gb10.serving.plugins.module_utils._plan import format_violations
+from ansible_collections.gb10.serving.plugins.module_utils._plan import proxy_vip as vip
 
 HOSTS = ["spark-a", "spark-b"]
 
@@ -154,10 +155,82 @@ def test_every_violation_at_once():
         ("spark-b", "priority"),
         ("spark-b", "vip_interface"),
     ]
-    text = vip.format_violations(planned["violations"])
+    text = format_violations(planned["violations"], "the floating proxy address")
     assert text.startswith("6 violation(s) of the floating proxy address; nothing was changed:")
 
 
 def test_two_nodes_with_one_fabric_address_are_refused():
     planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"fabric_address": "192.168.200.11"}))
     assert ("spark-b", "unicast_src") in rules(planned)
+
+
+# --- one test per rule of rules_proxy_vip.py, named after the rule ----------------------------------------
+
+
+def _only(planned, rule):
+    assert [v["rule"] for v in planned["violations"]] == [rule], planned["violations"]
+    return planned["violations"][0]
+
+
+def test_address():
+    violation = _only(vip.plan("192.168.1.0", 24, HOSTS, nodes()), "address")
+    assert violation["node"] == "all" and "network address of 192.168.1.0/24" in violation["message"]
+    violation = _only(vip.plan("192.168.1.21", 24, HOSTS, nodes()), "address")
+    assert violation["node"] == "spark-a" and "own address on enP7s7" in violation["message"]
+
+
+def test_peers():
+    violation = _only(vip.plan("192.168.1.20", 24, ["spark-a"], nodes()), "peers")
+    assert violation["value"] == 1 and "add the other nodes to gb10_proxy" in violation["message"]
+
+
+def test_virtual_router_id():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(), virtual_router_id=256), "virtual_router_id")
+    assert violation["value"] == 256 and "1..255" in violation["message"]
+
+
+def test_advert_int():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(), advert_int="often"), "advert_int")
+    assert violation["value"] == "often"
+
+
+def test_bind():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(), bind_address="192.168.1.21"), "bind")
+    assert violation["value"] == "192.168.1.21" and "proxy_bind_address: '*'" in violation["message"]
+
+
+def test_unicast_src():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"fabric_address": "fabric"})), "unicast_src")
+    assert violation["node"] == "spark-b" and violation["value"] == "fabric"
+
+
+def test_priority():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_a={"priority": 300})), "priority")
+    assert violation["node"] == "spark-a" and violation["value"] == 300
+
+
+def test_interface():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"fabric_interface": None}))
+    violation = _only(planned, "interface")
+    assert violation["node"] == "spark-b" and "gb10_fabric_interface is unset" in violation["message"]
+
+
+def test_vip_interface():
+    violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_a={"vip_interface": "wlan0"})), "vip_interface")
+    assert violation["value"] == "wlan0" and "enP7s7, enp1s0f0np0" in violation["message"]
+
+
+def test_vip_subnet():
+    planned = vip.plan("192.168.1.20", 25, HOSTS, nodes())
+    assert [(v["node"], v["rule"], v["value"]) for v in planned["violations"]] == [
+        ("spark-a", "vip_subnet", 25),
+        ("spark-b", "vip_subnet", 25),
+    ]
+    assert "set proxy_vip_prefix: 24" in planned["violations"][0]["message"]
+
+
+def test_interface_name():
+    planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(spark_b={"vip_interface": "enP7s7\n    dev evil"}))
+    assert ("spark-b", "interface_name") in rules(planned)
+    violation = next(v for v in planned["violations"] if v["rule"] == "interface_name")
+    assert violation["value"] == "enP7s7\n    dev evil" and "keepalived.conf" in violation["message"]

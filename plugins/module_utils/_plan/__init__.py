@@ -1,0 +1,97 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The serving plan: what every node runs, the memory arithmetic of every node, and every violation at once.
+
+``plan(profile_name, profiles, nodes, ...)`` is a short pipeline: the profile rules (is there a profile?),
+then the planning context with every derived value (``context.py``, ``argv.py``), then every registered rule
+(``rules_*.py``, registered in ``registry.py``), then the result. Nothing is raised for a bad profile: the
+operator sees every problem at once, before any node is touched. Each violation is
+``{"node", "rule", "value", "message"}`` (``violation.py``) with the numbers and the fix. No Ansible import
+here; ``plugins/action/serving_plan.py`` is the Ansible face.
+
+Adding a rule: one function decorated with ``@rule(name, pitfall=...)`` in the ``rules_*.py`` of its concern,
+and one test named ``test_<name>`` under tests/unit (README, "Contributing: adding a plan rule").
+"""
+
+from __future__ import annotations
+
+# The rule modules register their rules on import, in this order (the order of the plan's violations).
+# isort: off
+from . import rules_profile  # noqa: F401
+from . import rules_model  # noqa: F401
+from . import rules_options  # noqa: F401
+from . import rules_nodes  # noqa: F401
+from . import rules_inputs  # noqa: F401
+from . import rules_tp  # noqa: F401
+from . import rules_memory  # noqa: F401
+from . import rules_proxy_vip  # noqa: F401
+
+# isort: on
+from . import registry
+from .argv import RAY_PORT
+from .context import (
+    CONTAINER_HF_CACHE,
+    DEFAULT_HF_CACHE,
+    DEFAULT_PORT,
+    TOPOLOGIES,
+    Context,
+    derive,
+    snapshot_dir,
+)
+from .render import format_plan
+from .rules_model import DIGEST_REF_RE
+from .violation import ALL_NODES, format_violations, violation
+
+__all__ = [
+    "ALL_NODES",
+    "CONTAINER_HF_CACHE",
+    "DEFAULT_HF_CACHE",
+    "DEFAULT_PORT",
+    "DIGEST_REF_RE",
+    "RAY_PORT",
+    "TOPOLOGIES",
+    "format_plan",
+    "format_violations",
+    "plan",
+    "snapshot_dir",
+    "violation",
+]
+
+
+def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None):
+    """Build the serving plan.
+
+    profile_name: the operator's ``serving_profile``; profiles: the inventory's ``serving_profiles``.
+    nodes: ``{host: {"fabric_interface", "fabric_address", "facts": {mem_total_mib, mem_available_mib, cores,
+    interfaces: {ifname: "addr/prefix"}}, "facts_source": {...}, "other_work_reserve_gib", "snapshot_path",
+    "hf_cache_dir"}}``; fabric_cidr: the fabric subnet; ray_head / ray_workers: the tensor-parallel group.
+    In tensor-parallel, ``group`` holds what vLLM runs every rank at (``tp.py``): the one share, the smallest
+    rank's KV tokens, the tightest headroom and the heads; a per-node value on a Ray worker is refused.
+    """
+    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir)
+    result = {
+        "profile": profile_name,
+        "topology": None,
+        "image": None,
+        "vllm_version": None,
+        "model": None,
+        "nodes": {},
+        "group": None,
+        "violations": registry.run(ctx, stage="profile"),
+    }
+    if result["violations"]:
+        return result
+    derive(ctx)
+    result.update(
+        topology=ctx.topology,
+        image=ctx.image.get("ref"),
+        vllm_version=ctx.image.get("vllm_version"),
+        model={"repo_id": ctx.repo_id, "revision": ctx.revision, "served_model_name": ctx.served_name},
+        nodes=ctx.entries,
+        group=ctx.group,
+        violations=registry.run(ctx),
+    )
+    result["tensor_parallel_size"] = ctx.tp_size
+    result["bind_all_interfaces"] = ctx.bind_all_interfaces
+    return result

@@ -1,0 +1,298 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The planning context: the chosen profile, the nodes, the catalog, and every derived value, computed once.
+
+Rules read the context and never derive a value again; the one thing derivation reports itself is a figure
+that is not a number (``not_a_number``): it falls back to the default and the rule lists what was found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ipaddress
+
+from .. import _memory, _vllm_catalog
+from . import argv as _argv
+from . import tp as _tp
+from .inputs import secret_env_name
+from .violation import ALL_NODES, violation
+
+TOPOLOGIES = ("replicas", "tensor_parallel")
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
+DEFAULT_PORT = 8000
+
+
+def snapshot_dir(repo_id, revision):
+    """``hub/models--<org>--<name>/snapshots/<revision>``: where huggingface_hub puts a pinned snapshot."""
+    return "hub/models--{}/snapshots/{}".format(repo_id.replace("/", "--"), revision)
+
+
+def _positive_int(value):
+    return None if isinstance(value, bool) or not isinstance(value, int) or value < 1 else value
+
+
+def _per_node_setting(profile, host, key, default):
+    value = ((profile.get("nodes") or {}).get(host) or {}).get(key)
+    if value is None:
+        value = (profile.get("defaults") or {}).get(key, default)
+    return value
+
+
+class Context:
+    """What the rules read. ``profile`` is None until the profile stage passed."""
+
+    def __init__(
+        self, profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None
+    ):
+        self.profile_name = profile_name
+        self.profiles = profiles or {}
+        self.nodes = nodes or {}
+        self.fabric_cidr = fabric_cidr
+        self.ray_head = ray_head
+        self.ray_workers = ray_workers
+        self.catalog_dir = catalog_dir
+        self.profile = None
+        self.not_numbers = []
+
+    def number(self, value, default, field, node=ALL_NODES, cast=float):
+        """``value`` as a number (``default`` when unset); a figure that is not one is kept for not_a_number."""
+        if value is None or value == "":
+            return default
+        try:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            number = cast(value)
+        except (TypeError, ValueError):
+            self.not_numbers.append(violation(node, "not_a_number", value, f"{field} must be a number, got {value!r}"))
+            return default
+        if number < 0:
+            self.not_numbers.append(
+                violation(node, "not_a_number", value, f"{field} must not be negative, got {value!r}")
+            )
+            return default
+        return number
+
+    @property
+    def tensor_parallel(self):
+        return self.topology == "tensor_parallel"
+
+
+def derive(ctx):
+    """Fill ``ctx`` from the chosen profile: every value a rule or the result needs, in one pass."""
+    profile = ctx.profile = copy.deepcopy(ctx.profiles[ctx.profile_name]) or {}
+    ctx.model = profile.get("model") or {}
+    ctx.image = profile.get("image") or {}
+    ctx.options = profile.get("vllm_options") or {}
+    ctx.topology = profile.get("topology")
+    ctx.ref = str(ctx.image.get("ref") or "")
+    ctx.vllm_version = str(ctx.image.get("vllm_version") or "")
+    ctx.catalog, ctx.catalog_error = None, None
+    try:
+        ctx.catalog = _vllm_catalog.load(ctx.vllm_version, ctx.catalog_dir or _vllm_catalog.CATALOG_DIR)
+    except _vllm_catalog.CatalogError as exc:
+        ctx.catalog_error = exc
+    ctx.repo_id = str(ctx.model.get("repo_id") or "")
+    ctx.revision = str(ctx.model.get("revision") or "")
+    ctx.served_name = ctx.model.get("served_model_name")
+    _derive_group(ctx)
+    _derive_profile_values(ctx)
+    ctx.option_argv, ctx.option_findings = _argv.options(ctx.options, ctx.catalog) if ctx.catalog else ([], [])
+    ctx.entries = {}
+    ctx.per_node = {}
+    for host in ctx.hosts:
+        _derive_node(ctx, host)
+    _derive_tp_group(ctx)
+    for host in ctx.hosts:
+        if ctx.per_node[host]["serves"]:
+            ctx.entries[host]["argv"] = _argv.serve_argv(ctx, host)
+    return ctx
+
+
+def _derive_group(ctx):
+    """The hosts to plan: every node for replicas, head + workers (those in gb10_nodes) for tensor-parallel."""
+    nodes = ctx.nodes
+    ctx.hosts, ctx.head, ctx.workers, ctx.stray_workers = sorted(nodes), None, [], []
+    if ctx.topology == "tensor_parallel":
+        given = sorted(w for w in (ctx.ray_workers or ()) if w != ctx.ray_head)
+        ctx.head = ctx.ray_head if ctx.ray_head and ctx.ray_head in nodes else None
+        ctx.stray_workers = [w for w in given if w not in nodes]
+        ctx.workers = [w for w in given if w in nodes]
+        ctx.hosts = ([ctx.head] if ctx.head else []) + ctx.workers
+    ctx.tp_size = len(ctx.hosts) if ctx.tensor_parallel else 1
+
+
+def _derive_profile_values(ctx):
+    profile, model = ctx.profile, ctx.model
+    spec = ctx.spec = profile.get("speculative") or {}
+    ctx.spec_enabled = bool(spec and spec.get("enabled", True))
+    ctx.spec_config, ctx.drafter_gib = None, 0.0
+    if ctx.spec_enabled:
+        tokens = spec.get("num_tokens")
+        if spec.get("method") and _positive_int(tokens):
+            ctx.spec_config = {"method": spec["method"], "num_speculative_tokens": tokens}
+            if spec.get("model"):
+                ctx.spec_config["model"] = spec["model"]
+        ctx.drafter_gib = ctx.number(spec.get("drafter_gib"), 0.0, "speculative.drafter_gib")
+    ctx.context_length = _positive_int(profile.get("context_length"))
+    ctx.max_jobs = _positive_int(profile.get("max_jobs"))
+    memory_cfg = profile.get("memory") or {}
+    ctx.margin = ctx.number(memory_cfg.get("margin_gib"), 5.0, "memory.margin_gib")
+    ctx.activation = ctx.number(memory_cfg.get("activation_reserve_gib"), 0.0, "memory.activation_reserve_gib")
+    ctx.checkpoint = ctx.number(model.get("checkpoint_gib"), 0.0, "model.checkpoint_gib")
+    ctx.weights = ctx.checkpoint / ctx.tp_size
+    kv_dtype = str(ctx.options.get("kv-cache-dtype", "auto"))
+    ctx.attention = model.get("attention")
+    ctx.attention_error = None
+    try:
+        ctx.token_bytes = _memory.kv_bytes_per_token(ctx.attention, 1 if kv_dtype.startswith("fp8") else 2, ctx.tp_size)
+    except (KeyError, TypeError, ValueError) as exc:
+        ctx.token_bytes, ctx.attention_error = None, exc
+    ctx.heads = _tp.heads_summary(ctx.attention, ctx.topology, ctx.tp_size)
+    ctx.explicit_kv = ctx.options.get("kv-cache-memory-bytes")
+    ctx.explicit_kv_bytes, ctx.explicit_kv_invalid = None, False
+    if ctx.explicit_kv is not None:
+        try:
+            ctx.explicit_kv_bytes = _memory.parse_bytes(ctx.explicit_kv)
+        except ValueError:
+            ctx.explicit_kv_invalid = True
+    ctx.cidr = None
+    if ctx.tensor_parallel and ctx.fabric_cidr:
+        with contextlib.suppress(ValueError):  # not a subnet: tp_fabric_cidr says so
+            ctx.cidr = ipaddress.ip_network(str(ctx.fabric_cidr), strict=False)
+    ctx.head_address = (ctx.nodes.get(ctx.head) or {}).get("fabric_address") if ctx.head else None
+    ctx.profile_env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+    ctx.port = ctx.number(profile.get("port"), DEFAULT_PORT, "port", cast=int)
+    ctx.bind_all_interfaces = profile.get("bind_all_interfaces") is True
+    ctx.group_share, ctx.share_set_by = _tp.group_setting(profile, ctx.head, "gpu_memory_utilization")
+
+
+def _derive_node(ctx, host):
+    profile, node = ctx.profile, ctx.nodes[host] or {}
+    facts = node.get("facts") or {}
+    missing = [k for k in ("mem_total_mib", "mem_available_mib", "cores", "interfaces") if facts.get(k) in (None, "")]
+    if ctx.tensor_parallel:
+        role = "ray_head" if host == ctx.head else "ray_worker"
+        share = ctx.group_share
+    else:
+        role = "replica"
+        share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
+    max_seqs = _per_node_setting(profile, host, "max_num_seqs", None)
+    serves = role != "ray_worker"
+    entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
+    # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
+    entry["port"] = ctx.port if serves else None
+    entry["max_num_seqs"] = (
+        max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
+    )
+    entry["facts_source"] = dict(node.get("facts_source") or {})
+    entry["facts_measured"] = dict(node.get("facts_measured") or {})
+    ctx.entries[host] = entry
+
+    cache = str(node.get("hf_cache_dir") or DEFAULT_HF_CACHE).rstrip("/")
+    computed = f"{cache}/{snapshot_dir(ctx.repo_id, ctx.revision)}"
+    given = str(node.get("snapshot_path")).rstrip("/") if node.get("snapshot_path") else None
+    snapshot_problem = None
+    host_snapshot = computed
+    if given:
+        if not given.startswith("/"):
+            snapshot_problem = "not_local"
+        elif not given.startswith(cache + "/"):
+            snapshot_problem = "outside_cache"
+        else:
+            host_snapshot = given
+    container_snapshot = CONTAINER_HF_CACHE + host_snapshot[len(cache) :]
+    entry["snapshot_path"] = host_snapshot
+    entry["container_snapshot_path"] = container_snapshot
+
+    # environment: derived first, the profile's env on top (and then checked like everything else)
+    env = {}
+    if ctx.max_jobs is not None:
+        env["MAX_JOBS"] = str(ctx.max_jobs)
+    address = node.get("fabric_address")
+    ifname = node.get("fabric_interface")
+    if ctx.tensor_parallel:
+        env.update(
+            {
+                "VLLM_HOST_IP": str(address),
+                "NCCL_SOCKET_IFNAME": str(ifname),
+                "GLOO_SOCKET_IFNAME": str(ifname),
+                "RAY_memory_monitor_refresh_ms": "0",
+            }
+        )
+    env.update(ctx.profile_env)
+    # a secret in the profile's env is refused (env_secret) and never printed with the plan
+    entry["env"] = {k: ("(secret: refused)" if secret_env_name(k) else v) for k, v in sorted(env.items())}
+    if ctx.tensor_parallel:
+        entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address)
+
+    share_ok = not isinstance(share, bool) and isinstance(share, (int, float)) and 0 < share <= 0.98
+    memory = None
+    if not missing and share_ok:
+        total = ctx.number(facts["mem_total_mib"], 0.0, f"mem_total_mib of {host}", host) / _memory.MIB_PER_GIB
+        available = ctx.number(facts["mem_available_mib"], 0.0, f"mem_available_mib of {host}", host)
+        available /= _memory.MIB_PER_GIB
+        reserve = ctx.number(
+            node.get("other_work_reserve_gib"), 0.0, f"memory_guard_other_work_reserve_gib of {host}", host
+        )
+        table = _memory.node_table(
+            mem_total_gib=total,
+            mem_available_gib=available,
+            gpu_memory_utilization=float(share),
+            weights_gib=ctx.weights,
+            drafter_gib=ctx.drafter_gib,
+            activation_reserve_gib=ctx.activation,
+            other_work_reserve_gib=reserve,
+            kv_cache_bytes=ctx.explicit_kv_bytes,
+            kv_token_bytes=ctx.token_bytes,
+            context_length=ctx.context_length,
+        )
+        table["margin_gib"] = ctx.margin
+        entry["memory"] = table
+        memory = {"table": table, "total": total, "available": available, "reserve": reserve}
+    ctx.per_node[host] = {
+        "node": node,
+        "facts": facts,
+        "missing": missing,
+        "role": role,
+        "serves": serves,
+        "share": share,
+        "share_ok": share_ok,
+        "max_seqs": max_seqs,
+        "env": env,
+        "address": address,
+        "ifname": ifname,
+        "cache": cache,
+        "computed_snapshot": computed,
+        "given_snapshot": given,
+        "snapshot_problem": snapshot_problem,
+        "memory": memory,
+    }
+
+
+def judged(ctx):
+    """``{host: memory figures}`` of the hosts whose memory the plan could judge (in plan order)."""
+    return {host: ctx.per_node[host]["memory"] for host in ctx.hosts if ctx.per_node[host]["memory"]}
+
+
+def _derive_tp_group(ctx):
+    """Tensor-parallel: the group's one share and its memory summary, judged once every rank has its table."""
+    ctx.group, ctx.group_limits = None, None
+    if not ctx.tensor_parallel:
+        return
+    figures = judged(ctx)
+    limits = {
+        host: _memory.max_share(f["available"], f["reserve"], ctx.margin, f["total"]) for host, f in figures.items()
+    }
+    summary = _tp.group_memory(
+        {h: f["table"] for h, f in figures.items()}, ctx.group_share, ctx.share_set_by, ctx.context_length
+    )
+    summary["heads"] = ctx.heads
+    ctx.group = summary
+    ctx.group_limits = {
+        "set_by": ctx.share_set_by,
+        "max_share": _tp.group_max_share(limits),
+        "kv_rank": (summary["kv_tokens_ranks"] or [None])[0],
+    }

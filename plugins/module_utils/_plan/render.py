@@ -1,0 +1,115 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The plan as readable text: one block per node (argv, env, Ray, memory table), the group, the violations."""
+
+from __future__ import annotations
+
+from .argv import shell_word
+from .violation import line
+
+_MEMORY_ROWS = (
+    ("mem_total_gib", "MemTotal", "GiB"),
+    ("mem_available_gib", "MemAvailable", "GiB"),
+    ("gpu_memory_utilization", "gpu-memory share", ""),
+    ("budget_gib", "vLLM budget (share x total)", "GiB"),
+    ("weights_gib", "- resident weights", "GiB"),
+    ("drafter_gib", "- drafter", "GiB"),
+    ("activation_reserve_gib", "- activation reserve", "GiB"),
+    ("kv_cache_gib", "= KV cache", "GiB"),
+    ("kv_tokens", "KV tokens", ""),
+    ("requests_at_full_context", "requests at full context", ""),
+    ("other_work_reserve_gib", "other work reserve", "GiB"),
+    ("headroom_gib", "host headroom (avail - other - budget)", "GiB"),
+    ("margin_gib", "required margin", "GiB"),
+)
+
+
+def fmt(value):
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _group_lines(group, size):
+    """The tensor-parallel group's block: what vLLM runs every rank at."""
+    lines = [
+        f"== tensor-parallel group ({size} ranks; vllm serve on the head drives them all)",
+        "gpu-memory share on every rank: {} (from {}; vLLM applies the head's --gpu-memory-utilization to every "
+        "rank, so every rank is judged at it)".format(fmt(group.get("gpu_memory_utilization")), group.get("set_by")),
+    ]
+    if group.get("kv_tokens") is not None:
+        lines.append(
+            "KV tokens of the group: {} ({}; vLLM sizes the cache by the rank with the fewest blocks){}".format(
+                group["kv_tokens"],
+                "the smallest rank's, " + group["kv_tokens_ranks"][0]
+                if len(group["kv_tokens_ranks"]) == 1
+                else "the same on " + ", ".join(group["kv_tokens_ranks"]),
+                ""
+                if group.get("requests_at_full_context") is None
+                else "; {} requests at full context".format(fmt(group["requests_at_full_context"])),
+            )
+        )
+    if group.get("tightest_node") is not None:
+        lines.append(f"tightest headroom: {group['tightest_node']} {fmt(group['headroom_gib'])} GiB")
+    heads = group.get("heads") or {}
+    if heads.get("checked"):
+        stated = ", ".join(
+            f"{count} {label}"
+            for count, label in ((heads.get("num_heads"), "attention heads"), (heads.get("num_kv_heads"), "KV heads"))
+            if count is not None
+        )
+        verdict = "they split over the ranks" if heads.get("fit") else "they do NOT split: see tp_heads_divisible"
+        lines.append(f"heads: {stated} over {size} ranks (checked: {verdict})")
+    else:
+        lines.append(
+            f"heads: not checked against {size} ranks (state model.attention.num_heads and num_kv_heads from the "
+            "snapshot's config.json: num_attention_heads, num_key_value_heads)"
+        )
+    return lines
+
+
+def format_plan(result):
+    """The plan as readable text: one block per node (argv, env, Ray, memory table), then the violations."""
+    lines = [
+        f"profile {result['profile']}: topology {result['topology']}, "
+        f"tensor-parallel size {result.get('tensor_parallel_size')}",
+        f"image {result.get('image')} (vLLM {result.get('vllm_version')})",
+    ]
+    if result.get("bind_all_interfaces"):
+        lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
+    for host, entry in sorted(result["nodes"].items()):
+        lines.append("")
+        lines.append(f"== {host} ({entry['role']})")
+        if entry.get("argv"):
+            lines.append("argv: " + " ".join(shell_word(w) for w in entry["argv"]))
+        else:
+            lines.append("argv: (none: the head's vllm serve drives this node through Ray)")
+        if entry.get("ray_start"):
+            lines.append("ray:  " + " ".join(entry["ray_start"]))
+        lines.append("snapshot: " + str(entry.get("snapshot_path")))
+        lines.append("env:")
+        lines.extend(f"  {key}={value}" for key, value in entry.get("env", {}).items())
+        memory = entry.get("memory") or {}
+        if memory:
+            lines.append("memory:")
+            for key, label, unit in _MEMORY_ROWS:
+                value = memory.get(key)
+                if value is None:
+                    continue
+                lines.append(f"  {label:<40} {fmt(value):>12} {unit}".rstrip())
+        sources = entry.get("facts_source") or {}
+        if sources:
+            lines.append("figures: " + ", ".join(f"{k} from {v}" for k, v in sorted(sources.items())))
+    group = result.get("group")
+    if group:
+        lines.append("")
+        lines.extend(_group_lines(group, result.get("tensor_parallel_size")))
+    lines.append("")
+    violations = result.get("violations") or []
+    if violations:
+        lines.append(f"VIOLATIONS ({len(violations)}):")
+        lines.extend(line(v) for v in violations)
+    else:
+        lines.append("no violations")
+    return "\n".join(lines)

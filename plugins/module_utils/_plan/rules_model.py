@@ -1,0 +1,219 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Rules on the image, the model and the profile-wide fields (topology, speculative decoding, sizes)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from . import tp as _tp
+from .context import TOPOLOGIES
+from .registry import rule
+from .violation import ALL_NODES, violation
+
+DIGEST_REF_RE = re.compile(r"^(?P<repo>[a-z0-9]+(?:[._:/-][a-z0-9]+)*)@sha256:(?P<digest>[0-9a-f]{64})$")
+_REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+_SPEC = "seed 004: speculative decoding trading KV budget"
+_MAX_JOBS = "seed 004: FlashInfer JIT as a memory bomb (MAX_JOBS)"
+
+
+@rule("image_not_digest", pitfall="seed 004: digest-pinned community image")
+def image_not_digest(ctx):
+    match = DIGEST_REF_RE.match(ctx.ref)
+    if not match or ":" in match.group("repo").rsplit("/", 1)[-1]:
+        yield violation(
+            ALL_NODES,
+            "image_not_digest",
+            ctx.ref or None,
+            f"image.ref {ctx.ref!r} is not pinned by digest: a tag can move under you. Write it as "
+            "<repository>@sha256:<64 hex> without a tag (docker buildx imagetools inspect <ref> prints the digest)",
+        )
+
+
+@rule("vllm_catalog_missing", pitfall="seed 004: vLLM flags that look right and are not")
+def vllm_catalog_missing(ctx):
+    if ctx.catalog_error is not None:
+        yield violation(
+            ALL_NODES, "vllm_catalog_missing", ctx.vllm_version or None, f"image.vllm_version: {ctx.catalog_error}"
+        )
+
+
+@rule("model_repo_id", pitfall="input validation")
+def model_repo_id(ctx):
+    if not _REPO_ID_RE.match(ctx.repo_id):
+        yield violation(
+            ALL_NODES,
+            "model_repo_id",
+            ctx.repo_id or None,
+            f"model.repo_id must be <org>/<name>, got {ctx.repo_id!r}",
+        )
+
+
+@rule("model_revision_not_pinned", pitfall="seed 004: digest-pinned community image (a branch moves like a tag)")
+def model_revision_not_pinned(ctx):
+    if not _REVISION_RE.match(ctx.revision):
+        yield violation(
+            ALL_NODES,
+            "model_revision_not_pinned",
+            ctx.revision or None,
+            f"model.revision {ctx.revision!r} is not a commit: pin the 40-hex commit id "
+            "(a branch such as 'main' moves)",
+        )
+
+
+@rule("served_model_name_missing", pitfall="seed 004: repo id vs local snapshot path")
+def served_model_name_missing(ctx):
+    if not ctx.served_name:
+        yield violation(
+            ALL_NODES,
+            "served_model_name_missing",
+            None,
+            "model.served_model_name is not set: the server is started on a local snapshot path, so without "
+            "--served-model-name clients would have to ask for that path. Set it (e.g. %r)"
+            % (ctx.repo_id.rsplit("/", 1)[-1] or "my-model"),
+        )
+
+
+@rule("topology_unknown", pitfall="input validation")
+def topology_unknown(ctx):
+    if ctx.topology not in TOPOLOGIES:
+        yield violation(
+            ALL_NODES,
+            "topology_unknown",
+            ctx.topology,
+            "topology {!r} is not one of {}".format(ctx.topology, ", ".join(TOPOLOGIES)),
+        )
+
+
+@rule("tp_group", pitfall="seed 000: tensor-parallel 2 over Ray across two nodes")
+def tp_group(ctx):
+    if not ctx.tensor_parallel:
+        return
+    if not ctx.head:
+        yield violation(
+            ALL_NODES,
+            "tp_group",
+            ctx.ray_head,
+            f"tensor_parallel needs exactly one host in gb10_ray_head that is also in gb10_nodes; got {ctx.ray_head!r}",
+        )
+    if ctx.stray_workers or not (ctx.workers or ctx.stray_workers):
+        stray = ctx.stray_workers
+        yield violation(
+            ALL_NODES,
+            "tp_group",
+            ", ".join(stray) or None,
+            "tensor_parallel needs at least one gb10_ray_workers host, each also in gb10_nodes; %s"
+            % ("not in gb10_nodes: " + ", ".join(stray) if stray else "gb10_ray_workers is empty"),
+        )
+
+
+@rule("no_nodes", pitfall="input validation")
+def no_nodes(ctx):
+    if not ctx.hosts:
+        yield violation(ALL_NODES, "no_nodes", None, "group gb10_nodes has no hosts: nothing to plan")
+
+
+@rule("speculative_config", pitfall=_SPEC)
+def speculative_config(ctx):
+    if ctx.spec_enabled and ctx.spec_config is None:
+        spec = ctx.spec
+        yield violation(
+            ALL_NODES,
+            "speculative_config",
+            json.dumps(spec, sort_keys=True),
+            "speculative needs method (e.g. mtp) and num_tokens >= 1, got method={!r} num_tokens={!r}".format(
+                spec.get("method"), spec.get("num_tokens")
+            ),
+        )
+
+
+@rule("speculative_drafter_size", pitfall=_SPEC)
+def speculative_drafter_size(ctx):
+    if ctx.spec_enabled and ctx.spec.get("drafter_gib") is None:
+        yield violation(
+            ALL_NODES,
+            "speculative_drafter_size",
+            None,
+            "speculative.drafter_gib is not set: the drafter's weights come out of the KV budget; state "
+            "its size in GiB (0 only when it shares the model's weights)",
+        )
+
+
+@rule("context_length", pitfall="seed 004: the context ladder with abort criteria")
+def context_length(ctx):
+    if ctx.context_length is None:
+        given = ctx.profile.get("context_length")
+        yield violation(
+            ALL_NODES,
+            "context_length",
+            given,
+            f"context_length must be a positive integer (it becomes --max-model-len), got {given!r}",
+        )
+
+
+@rule("max_jobs_missing", pitfall=_MAX_JOBS)
+def max_jobs_missing(ctx):
+    if ctx.max_jobs is None:
+        given = ctx.profile.get("max_jobs")
+        yield violation(
+            ALL_NODES,
+            "max_jobs_missing",
+            given,
+            f"max_jobs is {given!r}: MAX_JOBS defaults to the CPU count and the FlashInfer JIT then runs "
+            "that many ~1.2-5 GiB compiler processes on top of the resident weights. Set max_jobs (2 while a model "
+            "is resident) and the plan forwards MAX_JOBS to every container",
+        )
+
+
+@rule("not_a_number", pitfall="input validation")
+def not_a_number(ctx):
+    # derivation falls back to the default for a figure that is not a number and keeps what it found
+    return list(ctx.not_numbers)
+
+
+@rule("model_checkpoint_size", pitfall="seed 004: the tighter node being the real budget")
+def model_checkpoint_size(ctx):
+    if ctx.checkpoint <= 0:
+        yield violation(
+            ALL_NODES,
+            "model_checkpoint_size",
+            ctx.model.get("checkpoint_gib"),
+            "model.checkpoint_gib must state the checkpoint's size in GiB (it decides the memory budget)",
+        )
+
+
+@rule("model_attention_shape", pitfall="seed 004: speculative decoding trading KV budget (the KV cache's size)")
+def model_attention_shape(ctx):
+    if ctx.attention_error is not None:
+        yield violation(
+            ALL_NODES,
+            "model_attention_shape",
+            json.dumps(ctx.attention, sort_keys=True),
+            f"model.attention is incomplete ({ctx.attention_error}): give kv_bytes_per_token, or kind gqa with "
+            "num_layers, num_kv_heads, head_dim, or kind mla with num_layers, kv_lora_rank, qk_rope_head_dim",
+        )
+
+
+@rule("model_attention_heads", pitfall="input validation")
+def model_attention_heads(ctx):
+    heads, kv_heads, problems = _tp.stated_heads(ctx.attention)
+    for field, problem in problems:
+        if field == "num_kv_heads" and ctx.attention_error is not None:
+            continue  # already refused as part of the attention shape
+        value = (ctx.attention or {}).get(field) if field else [heads, kv_heads]
+        yield violation(ALL_NODES, "model_attention_heads", value, problem)
+
+
+@rule("kv_cache_memory_bytes", pitfall="input validation")
+def kv_cache_memory_bytes(ctx):
+    if ctx.explicit_kv_invalid:
+        yield violation(
+            ALL_NODES,
+            "kv_cache_memory_bytes",
+            ctx.explicit_kv,
+            f"--kv-cache-memory-bytes {ctx.explicit_kv!r} is not a size: write bytes or a vLLM size such as 6G",
+        )

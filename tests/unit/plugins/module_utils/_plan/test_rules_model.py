@@ -1,0 +1,100 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""One test per rule of rules_model.py, named after the rule (test_registry.py checks that each has one)."""
+
+from __future__ import annotations
+
+from _plan_fixtures import DELETE, node, only, replicas, rules, run, tp
+
+
+def test_image_not_digest():
+    violation = only(run(tp(image__ref="ghcr.io/example-org/spark-vllm:0.32.0")), "image_not_digest")
+    assert violation["value"] == "ghcr.io/example-org/spark-vllm:0.32.0" and "@sha256:" in violation["message"]
+
+
+def test_vllm_catalog_missing():
+    violation = only(run(tp(image__vllm_version="0.0.1")), "vllm_catalog_missing")
+    assert violation["value"] == "0.0.1" and violation["message"].startswith("image.vllm_version: ")
+
+
+def test_model_repo_id():
+    violation = only(run(replicas(model__repo_id="just-a-name")), "model_repo_id")
+    assert violation["value"] == "just-a-name" and "<org>/<name>" in violation["message"]
+
+
+def test_model_revision_not_pinned():
+    violation = only(run(replicas(model__revision="v1.0")), "model_revision_not_pinned")
+    assert violation["value"] == "v1.0" and "40-hex commit id" in violation["message"]
+
+
+def test_served_model_name_missing():
+    violation = only(run(replicas(model__served_model_name="")), "served_model_name_missing")
+    assert "'GLM-5.3-Flash-NVFP4-QAD'" in violation["message"]
+
+
+def test_topology_unknown():
+    violation = only(run(replicas(topology="pipeline")), "topology_unknown")
+    assert violation["value"] == "pipeline" and "replicas, tensor_parallel" in violation["message"]
+
+
+def test_tp_group():
+    (violation,) = [v for v in run(tp(), ray_head="spark-z")["violations"] if v["rule"] == "tp_group"]
+    assert violation["value"] == "spark-z" and "gb10_ray_head" in violation["message"]
+    violation = only(run(tp(), ray_workers=["spark-b", "spark-q"]), "tp_group")
+    assert violation["value"] == "spark-q" and "not in gb10_nodes: spark-q" in violation["message"]
+
+
+def test_no_nodes():
+    violation = only(run(replicas(nodes={}), {}), "no_nodes")
+    assert "nothing to plan" in violation["message"]
+
+
+def test_speculative_config():
+    violation = only(run(replicas(speculative__method=None)), "speculative_config")
+    assert "method=None num_tokens=4" in violation["message"]
+
+
+def test_speculative_drafter_size():
+    violation = only(run(replicas(speculative__drafter_gib=DELETE)), "speculative_drafter_size")
+    assert "speculative.drafter_gib is not set" in violation["message"]
+
+
+def test_context_length():
+    violation = only(run(replicas(context_length="long")), "context_length")
+    assert violation["value"] == "long" and "--max-model-len" in violation["message"]
+
+
+def test_max_jobs_missing():
+    violation = only(run(replicas(max_jobs=0)), "max_jobs_missing")
+    assert violation["value"] == 0 and "max_jobs is 0" in violation["message"]
+
+
+def test_not_a_number():
+    node_map = {"spark-a": node("192.168.200.11", 117500, "a lot"), "spark-b": node("192.168.200.12", 112000, 3)}
+    result = run(replicas(port="eighty"), node_map)
+    assert rules(result) == ["not_a_number", "not_a_number"]
+    assert [(v["node"], v["value"]) for v in result["violations"]] == [("all", "eighty"), ("spark-a", "a lot")]
+    assert "memory_guard_other_work_reserve_gib of spark-a must be a number" in result["violations"][1]["message"]
+
+
+def test_model_checkpoint_size():
+    result = run(replicas(model__checkpoint_gib=DELETE))
+    assert "model_checkpoint_size" in rules(result)
+    violation = next(v for v in result["violations"] if v["rule"] == "model_checkpoint_size")
+    assert "model.checkpoint_gib must state" in violation["message"]
+
+
+def test_model_attention_shape():
+    violation = only(run(replicas(model__attention={"kind": "gqa", "num_layers": 4})), "model_attention_shape")
+    assert "model.attention is incomplete" in violation["message"]
+
+
+def test_model_attention_heads():
+    attention = {"kv_bytes_per_token": 16340, "num_heads": 0}
+    violation = only(run(replicas(model__attention=attention)), "model_attention_heads")
+    assert violation["value"] == 0 and "positive whole number" in violation["message"]
+
+
+def test_kv_cache_memory_bytes():
+    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "lots"})), "kv_cache_memory_bytes")
+    assert violation["value"] == "lots" and "such as 6G" in violation["message"]
