@@ -25,11 +25,26 @@ from ansible_collections.gb10.serving.plugins.module_utils import _earlyoom
 
 MIB_PER_GIB = 1024
 
-# Worst per-compiler-job peak RSS measured, in MiB. See docs/flashinfer-jit.md for the run it comes from.
-DEFAULT_PER_JOB_PEAK_MIB = 9606
-DEFAULT_PER_JOB_PEAK_SOURCE = (
-    "H200 run 2026-11-30 (docs/flashinfer-jit.md): flashinfer 0.6.18 fused_moe_90 release build, worst cicc 9606 MiB"
-)
+# Per-compiler-job RSS measured, MiB, by the CPU architecture of the building host (docs/flashinfer-jit.md):
+# (MiB, "peak" for the worst of a whole sampled build, "lower bound" for a reading of one process that was killed while
+# it ran, where it had not necessarily peaked, and the provenance).
+MEASURED_PER_JOB_MIB = {
+    "x86_64": (
+        10605,
+        "peak",
+        "worst cicc 10605 MiB of flashinfer 0.6.18 fused_moe_120 (sm_121a, 97 build statements, MAX_JOBS=16)"
+        " built on an x86-64 H200 host with nvcc 13.0 (issue 17; p90 7726, median 874 MiB; sm90 fused_moe_90"
+        " there: 9606 MiB)",
+    ),
+    "aarch64": (
+        5284,
+        "lower bound",
+        "seed 004, GB10 (aarch64): one cicc's VmRSS in earlyoom's SIGTERM line, killed at object 20 of 97",
+    ),
+}
+# The worst figure measured as a peak on any host: fused_moe_120's cicc on x86-64 (sm90's worst was 9606 MiB).
+DEFAULT_PER_JOB_PEAK_MIB = max(mib for mib, kind, _source in MEASURED_PER_JOB_MIB.values() if kind == "peak")
+DEFAULT_PER_JOB_PEAK_SOURCE = MEASURED_PER_JOB_MIB["x86_64"][2]
 DEFAULT_RESERVE_MIB = 8192
 
 STAMP_NAME = "gb10-prebuild.json"
@@ -98,6 +113,28 @@ def max_jobs(cores, mem_available_mib, reserve_mib=DEFAULT_RESERVE_MIB, per_job_
             " with no model resident (seed 004, the CUTLASS saga)."
         )
     return {"jobs": jobs, "limited_by": limited_by, "arithmetic": arithmetic, "problem": problem}
+
+
+def default_per_job_peak(machine):
+    """(MiB, why): the per-job figure for a node whose CPU architecture is machine (os.uname().machine).
+
+    The worst figure measured for that architecture; where that is only a lower bound (aarch64: seed 004's 5284 MiB
+    was a cicc killed before it finished) or nothing was measured there, the worst peak measured on any host for the
+    same module, since cicc compiles the same kernels for the same GPU target whatever CPU runs it.
+    """
+    measured = MEASURED_PER_JOB_MIB.get(str(machine))
+    if measured and measured[1] == "peak":
+        return measured[0], f"{machine}: {measured[2]}"
+    if measured:
+        chosen = max(measured[0], DEFAULT_PER_JOB_PEAK_MIB)
+        return chosen, (
+            f"{machine}: {chosen} MiB, the worst peak measured on any host ({DEFAULT_PER_JOB_PEAK_SOURCE}), because the"
+            f" only {machine} figure, {measured[0]} MiB ({measured[2]}), is a lower bound"
+        )
+    return DEFAULT_PER_JOB_PEAK_MIB, (
+        f"{machine}: nothing measured on this architecture; the worst peak measured on any host"
+        f" ({DEFAULT_PER_JOB_PEAK_SOURCE})"
+    )
 
 
 def is_debug_build(env):

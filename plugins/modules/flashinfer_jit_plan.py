@@ -41,9 +41,13 @@ options:
     type: dict
     default: {}
   per_job_peak_mib:
-    description: Peak RSS of one compile job, MiB.
+    description:
+      - Peak RSS of one compile job, MiB.
+      - 0 takes the worst figure measured for this node's CPU architecture (x86_64 10605, the fused_moe_120 cicc peak
+        on an H200 host; aarch64 also 10605, since GB10's only figure, seed 004's 5284, is a killed cicc's lower
+        bound). See docs/flashinfer-jit.md.
     type: int
-    required: true
+    default: 0
   reserve_mib:
     description: Memory kept free for everything else, MiB.
     type: int
@@ -70,7 +74,6 @@ EXAMPLES = r"""
     image_digest: registry:5000/vllm@sha256:0123...
     flashinfer_version: 0.6.18
     compute_capability: "12.1"
-    per_job_peak_mib: 9606
     reserve_mib: 8192
 """
 
@@ -94,6 +97,14 @@ present:
   returned: always
 reason:
   description: Why the cache counts as present or not.
+  type: str
+  returned: always
+per_job_peak_mib:
+  description: The per-job figure the arithmetic used, MiB.
+  type: int
+  returned: always
+per_job_peak_source:
+  description: Where that figure comes from (the inventory, or the measurement for this node's architecture).
   type: str
   returned: always
 module:
@@ -123,6 +134,11 @@ def _mem_available_mib():
     return 0
 
 
+def _machine():
+    """The node's CPU architecture as the kernel names it (x86_64, aarch64): the per-job figure depends on it."""
+    return os.uname().machine
+
+
 def _sha256(path):
     if not os.path.isfile(path):
         return None
@@ -144,7 +160,11 @@ def _stamp(path):
 def run(params):
     cores = params["cores"] or os.cpu_count() or 1
     mem = params["mem_available_mib"] or _mem_available_mib()
-    sizing = fj.max_jobs(cores, mem, params["reserve_mib"], params["per_job_peak_mib"])
+    if params["per_job_peak_mib"]:
+        per_job, per_job_source = params["per_job_peak_mib"], "stated (flashinfer_jit_per_job_peak_mib)"
+    else:
+        per_job, per_job_source = fj.default_per_job_peak(_machine())
+    sizing = fj.max_jobs(cores, mem, params["reserve_mib"], per_job)
     problems = fj.env_problems(params["env"])
     if sizing["problem"]:
         problems.append(sizing["problem"])
@@ -160,6 +180,8 @@ def run(params):
         "changed": False,
         "max_jobs": sizing["jobs"],
         "arithmetic": sizing["arithmetic"],
+        "per_job_peak_mib": per_job,
+        "per_job_peak_source": per_job_source,
         "problems": problems,
         "present": present,
         "reason": reason,
@@ -179,7 +201,7 @@ def main():
             "flashinfer_version": {"type": "str", "required": True},
             "compute_capability": {"type": "str", "required": True},
             "env": {"type": "dict", "default": {}},
-            "per_job_peak_mib": {"type": "int", "required": True},
+            "per_job_peak_mib": {"type": "int", "default": 0},
             "reserve_mib": {"type": "int", "required": True},
             "cores": {"type": "int", "default": 0},
             "mem_available_mib": {"type": "int", "default": 0},

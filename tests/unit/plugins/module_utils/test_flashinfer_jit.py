@@ -47,9 +47,39 @@ def test_pitfall_jit_memory_bomb_with_model_resident_refused():
     assert "no model resident" in result["problem"]
 
 
-def test_default_per_job_peak_is_the_h200_measurement():
-    assert fj.DEFAULT_PER_JOB_PEAK_MIB == 9606
-    assert "9606 MiB" in fj.DEFAULT_PER_JOB_PEAK_SOURCE
+def test_default_per_job_peak_is_the_worst_sm121_measurement():
+    """Issue 17: fused_moe_120's worst cicc on the H200 host, 10605 MiB, over sm90's 9606 and seed 004's 5284."""
+    assert fj.DEFAULT_PER_JOB_PEAK_MIB == 10605
+    assert "10605 MiB" in fj.DEFAULT_PER_JOB_PEAK_SOURCE and "x86-64 H200" in fj.DEFAULT_PER_JOB_PEAK_SOURCE
+
+
+def test_per_job_figure_for_x86_64_is_its_measured_peak():
+    mib, why = fj.default_per_job_peak("x86_64")
+    assert mib == 10605
+    assert why.startswith("x86_64: worst cicc 10605 MiB of flashinfer 0.6.18 fused_moe_120 (sm_121a")
+
+
+def test_pitfall_jit_memory_bomb_aarch64_lower_bound_is_not_taken_as_a_peak():
+    """Seed 004's 5284 MiB was read when earlyoom killed the cicc: sizing GB10 by it would double MAX_JOBS."""
+    mib, why = fj.default_per_job_peak("aarch64")
+    assert mib == 10605
+    assert "5284 MiB" in why and "lower bound" in why
+    gb10 = fj.max_jobs(cores=20, mem_available_mib=110 * GIB, reserve_mib=8192, per_job_peak_mib=mib)
+    assert gb10["jobs"] == 9
+    assert "floor(104448 / 10605) = 9" in gb10["arithmetic"]
+    assert fj.max_jobs(cores=20, mem_available_mib=110 * GIB, reserve_mib=8192, per_job_peak_mib=5284)["jobs"] == 19
+
+
+def test_per_job_figure_for_an_unmeasured_arch_is_the_worst_peak():
+    mib, why = fj.default_per_job_peak("riscv64")
+    assert mib == 10605 and why.startswith("riscv64: nothing measured")
+
+
+def test_max_jobs_of_the_h200_sm121_run():
+    """Issue 17 as reported: floor(122377 / 6144) = 19, capped by 16 cores (122377 MiB is the usable figure given)."""
+    result = fj.max_jobs(cores=16, mem_available_mib=122377, reserve_mib=0, per_job_peak_mib=6144)
+    assert (result["jobs"], result["limited_by"]) == (16, "cores")
+    assert "floor(122377 / 6144) = 19) = 16 (limited by cores)" in result["arithmetic"]
 
 
 @pytest.mark.parametrize(

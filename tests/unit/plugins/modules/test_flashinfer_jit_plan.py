@@ -58,6 +58,23 @@ def test_module_of_another_image_means_build(tmp_path):
     assert result["reason"].startswith("stamp image_digest")
 
 
+def test_stated_per_job_figure_wins(tmp_path):
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert (result["per_job_peak_mib"], result["per_job_peak_source"]) == (
+        9606,
+        "stated (flashinfer_jit_per_job_peak_mib)",
+    )
+
+
+def test_zero_per_job_figure_reads_the_node_arch(tmp_path, monkeypatch):
+    monkeypatch.setattr(flashinfer_jit_plan, "_machine", lambda: "aarch64")
+    result = flashinfer_jit_plan.run(params(tmp_path, per_job_peak_mib=0))
+    assert result["per_job_peak_mib"] == 10605 and "aarch64" in result["per_job_peak_source"]
+    assert result["max_jobs"] == 9
+    monkeypatch.setattr(flashinfer_jit_plan, "_machine", lambda: "x86_64")
+    assert flashinfer_jit_plan.run(params(tmp_path, per_job_peak_mib=0))["per_job_peak_mib"] == 10605
+
+
 def test_debug_environment_and_no_room_are_problems(tmp_path):
     result = flashinfer_jit_plan.run(
         params(tmp_path, env={"FLASHINFER_JIT_VERBOSE": "1", "MAX_JOBS": "2"}, mem_available_mib=10240)
