@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_model import DIGEST_REF_RE
+
 _BARE = re.compile(r"^[A-Za-z0-9_./:=@,+-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Flags that would carry a secret on the command line, where `ps`, `docker inspect` and the journal show it.
@@ -56,7 +58,7 @@ def docker_run_argv(name, image, argv, env_files=(), mounts=(), capabilities=(),
     """
     if not argv:
         raise ValueError(f"{name}: the plan gives no command for this container")
-    if "@sha256:" not in str(image):
+    if not DIGEST_REF_RE.match(str(image)):
         raise ValueError(f"{name}: image {image!r} is not pinned by digest (repository@sha256:...)")
     run = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host", "--ipc", "host"]
     run += [arg for cap in sorted(set(capabilities)) for arg in ("--cap-add", cap)]

@@ -13,7 +13,12 @@ from .context import TOPOLOGIES
 from .registry import rule
 from .violation import ALL_NODES, violation
 
-DIGEST_REF_RE = re.compile(r"^(?P<repo>[a-z0-9]+(?:[._:/-][a-z0-9]+)*)@sha256:(?P<digest>[0-9a-f]{64})$")
+# [host[:port]/]path@sha256:<64 hex>: a ':' is allowed only as the registry's port, so name:tag@digest (where Docker
+# silently ignores the tag) is refused like a bare tag. Path components as the distribution reference grammar has them.
+DIGEST_REF_RE = re.compile(
+    r"^(?P<repo>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)@sha256:(?P<digest>[0-9a-f]{64})$"
+)
 _REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
