@@ -5,9 +5,9 @@
 spark-2 is drained in every proxy the way a failed rolling upgrade or tool-calling gate leaves it (recorded on each
 proxy's node), HAProxy on spark-1 is restarted with `systemctl restart` (a start: the state file of the last reload is
 removed, only the records are loaded), and spark-2 must still be drained there while its replica answers /health,
-take none of the requests sent through that proxy, and still be drained in the other proxy. Then playbooks/ready.yml,
-the explicit ready, puts it back: UP and READY in every proxy, no record left. One restart, no upgrade; the site is
-left as found (every replica serving and READY).
+take none of the requests sent through that proxy, stay drained through a reload after it (what a converge does),
+and still be drained in the other proxy. Then playbooks/ready.yml, the explicit ready, puts it back: UP and READY in
+every proxy, no record left. One restart, no upgrade; the site is left as found (every replica serving and READY).
 """
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ def test_pitfall_restart_forgets_a_drained_replica(served_sim):
             sim.chat("still drained?", url=f"http://{sim.node_ip(RESTARTED)}:8080")
         after = int(sim.proxy_stats(RESTARTED)[HELD]["stot"] or 0)
         assert after == before, f"{RESTARTED}'s proxy sent {after - before} request(s) to the drained {HELD}"
+        # A reload (what the proxy role's converge does) keeps it out too: the record is put on the saved state.
+        sim.exec(RESTARTED, "systemctl", "reload", "haproxy.service", timeout=120)
+        time.sleep(2)
+        states = wait_for_server(sim, RESTARTED, HELD)
+        assert states[HELD][1] & FDRAIN, f"the reload after the restart put {HELD} back in service: {states}"
         for proxy in proxies:
             assert sim.backend_states(proxy)[HELD][1] & FDRAIN, (proxy, sim.backend_states(proxy))
 
