@@ -179,3 +179,88 @@ def armed_problems(reported, intended, swappiness, swap_total_mib, prefer=None, 
 def kills(lines):
     """The processes earlyoom signalled, as (signal, pid, name) tuples, in log order."""
     return [(m.group("signal"), int(m.group("pid")), m.group("name")) for m in map(_KILL_RE.search, lines) if m]
+
+
+# Node truths read back after the role applied them (issue 19, item 7): what the kernel runs, not what was written.
+CAP_SYS_RESOURCE = 24
+OOM_PROTECTED_SCORE = -1000
+
+
+def swappiness_verdict(node, kernel_text, intended, applied, sysctl_file):
+    """vm.swappiness as /proc/sys/vm/swappiness shows it against the value the sysctl.d file holds.
+
+    ``applied``: the role applied the sysctl (memory_guard_sysctl_apply). Not ok only where it did and the kernel
+    still runs another value; where it did not, the message says plainly that the kernel's value stands."""
+    kernel, intended = int(str(kernel_text).strip()), int(intended)
+    if kernel == intended:
+        how = "" if applied else " (not applied by this role: memory_guard_sysctl_apply is false)"
+        return {
+            "kernel": kernel,
+            "intended": intended,
+            "ok": True,
+            "msg": f"vm.swappiness on {node}: the kernel runs {kernel}, as {sysctl_file} says{how}",
+        }
+    if applied:
+        msg = (
+            f"{node}: vm.swappiness is {kernel} in the kernel (/proc/sys/vm/swappiness) right after {sysctl_file} "
+            f"({intended}) was applied: something else sets it (a sysctl.d file sorted after it, /etc/sysctl.conf, "
+            f"tuned, a container runtime). Find it with `grep -rn swappiness /etc/sysctl.conf /etc/sysctl.d "
+            f"/run/sysctl.d /usr/lib/sysctl.d` and remove it, or set memory_guard_swappiness to {kernel} if the node "
+            f"must run that"
+        )
+        return {"kernel": kernel, "intended": intended, "ok": False, "msg": msg}
+    msg = (
+        f"vm.swappiness not applied on {node}: the kernel runs {kernel}, the file says {intended} "
+        f"(memory_guard_sysctl_apply is false: this node's /proc/sys is read-only); earlyoom is checked against the "
+        f"kernel's {kernel}"
+    )
+    return {"kernel": kernel, "intended": intended, "ok": True, "msg": msg}
+
+
+def capability_in_bounding_set(status_text, capability=CAP_SYS_RESOURCE):
+    """Whether a /proc/<pid>/status's CapBnd holds ``capability`` (None when there is no CapBnd line)."""
+    found = re.search(r"^CapBnd:\s*([0-9a-fA-F]+)\s*$", status_text or "", re.M)
+    return None if found is None else bool(int(found.group(1), 16) >> capability & 1)
+
+
+def oom_protection_verdict(node, unit, main_pid, score_text, pid1_status, required, wanted=OOM_PROTECTED_SCORE):
+    """Whether a protected unit's main process runs with OOMScoreAdjust=-1000, read from the kernel.
+
+    ``score_text``: /proc/<MainPID>/oom_score_adj; ``pid1_status``: /proc/1/status, whose CapBnd says whether the
+    node may lower scores at all (without CAP_SYS_RESOURCE the kernel refuses a negative score, and systemd starts
+    the unit all the same: it logs the refusal at debug level, so the unit's start result cannot say).
+    ``required``: memory_guard_oom_protect_required; a score not applied is not ok only where it is true."""
+    pid = int(main_pid or 0)
+    score = int(str(score_text).strip()) if pid and str(score_text or "").strip() else None
+    if score == int(wanted):
+        return {
+            "applied": True,
+            "ok": True,
+            "score": score,
+            "msg": f"{unit} on {node}: OOMScoreAdjust={wanted} applied (main process {pid}: oom_score_adj {score})",
+        }
+    capable = capability_in_bounding_set(pid1_status)
+    if score is None:
+        seen = f"{unit} has no main process to read (MainPID {pid}, the unit does not run)"
+    elif capable is False:
+        seen = (
+            f"its main process {pid} runs at oom_score_adj {score}: this node lacks CAP_SYS_RESOURCE (not in PID 1's "
+            f"capability bounding set, as in an unprivileged container), so the kernel refuses a negative score, "
+            f"and systemd starts the unit all the same"
+        )
+    else:
+        seen = (
+            f"its main process {pid} runs at oom_score_adj {score} although the node may lower scores: the drop-in "
+            f"did not reach this run (the unit was not restarted since, or another drop-in sets OOMScoreAdjust after "
+            f"gb10-oom-protect.conf: systemd-delta)"
+        )
+    msg = f"{unit} on {node}: OOMScoreAdjust={wanted} not applied: {seen}"
+    if required:
+        msg += (
+            f". Fix: give the node CAP_SYS_RESOURCE or restart {unit} (systemctl show -p OOMScoreAdjust {unit}); on "
+            f"a node that cannot lower scores, set memory_guard_oom_protect_required: false for it to accept {unit} "
+            f"unprotected"
+        )
+    else:
+        msg += f"; accepted: memory_guard_oom_protect_required is false on {node}, {unit} runs unprotected"
+    return {"applied": False, "ok": not required, "score": score, "msg": msg}

@@ -1,14 +1,22 @@
 # Copyright: gb10.serving maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""HAProxy runtime API: parse `show servers state`, build `set server` commands, read their answers.
+"""HAProxy runtime API: parse `show servers state`, build `set server` commands, read their answers; the records
+of servers held out across restarts.
 
-Pure functions; ``plugins/modules/haproxy_server.py`` talks to the socket. Used for drain and ready without a
-reload (DESIGN section 6: the rolling upgrade drains a node in the proxy first).
+Pure functions; ``plugins/modules/haproxy_server.py`` talks to the socket and writes the records. Used for drain and
+ready without a reload (DESIGN section 6: the rolling upgrade drains a node in the proxy first).
+
+A drain or maint with a record folder is also written to ``<folder>/<backend>/<server>`` on the proxy's node, and
+only a ready removes it: roles/proxy's haproxy.service drop-in (gb10-haproxy-save-state) puts every recorded server
+in the server-state file HAProxy loads at each start and reload, so a replica left drained by a failed upgrade or
+tool-calling gate stays out across proxy restarts and reboots (issue 19, item 6).
 """
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 
 # `show servers state` format version 1: these first fields are the same from 1.6 to 2.8 (later ones are added).
@@ -99,3 +107,49 @@ def check_answer(command, answer):
     text = answer.strip()
     if text:
         raise RuntimeApiError(f"{command!r} was refused: {text}")
+
+
+# The states a record holds a server in (ready removes the record).
+HELD_STATES = ("drain", "maint")
+
+
+def record_path(directory, backend, name):
+    """<directory>/<backend>/<server>: the record of one held server (names checked as for the runtime API)."""
+    for label, value in (("backend", backend), ("server", name)):
+        if not _NAME.match(str(value)) or str(value) in (".", ".."):
+            raise ValueError(f"{label} name {value!r} holds characters the runtime API cannot take")
+    return posixpath.join(directory, backend, name)
+
+
+def parse_record(text):
+    """A record's content ({"state": "drain"|"maint", "reason": ..., "since": epoch}), or None when it holds nothing
+    (unreadable, or a state other than drain/maint: gb10-haproxy-save-state ignores it as well)."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("state") not in HELD_STATES:
+        return None
+    return record
+
+
+def record_text(backend, name, state, reason, since):
+    return (
+        json.dumps(
+            {"backend": backend, "server": name, "state": state, "reason": reason or "", "since": since}, sort_keys=True
+        )
+        + "\n"
+    )
+
+
+def record_change(current, state, reason=None, present=None):
+    """What the record of a server must become for admin state ``state``: "write", "remove" or None (as it is).
+    ``current``: parse_record() of the file there (None when there is none or it holds nothing); ``present``: a
+    file is there at all (default: ``current`` is not None), so that ready also removes one that holds nothing."""
+    if state == "ready":
+        return "remove" if (current is not None if present is None else present) else None
+    if current is None or current.get("state") != state:
+        return "write"
+    if reason and current.get("reason") != reason:
+        return "write"
+    return None

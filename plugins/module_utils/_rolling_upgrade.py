@@ -163,7 +163,8 @@ def failure_message(node, step, error, serving, command, drained=True):
     """What failed, where the site stands, and how to resume (a drained node stays drained)."""
     others = ", ".join(serving) if serving else "none (check the proxy: no replica is ready)"
     where = (
-        f"{node} stays DRAINED in the proxy: no client request reaches it; the other replicas keep serving"
+        f"{node} stays DRAINED in every proxy, across HAProxy restarts and reboots: no client request reaches it; "
+        f"the other replicas keep serving"
         if drained
         else f"{node} was not drained or changed; the replicas keep serving"
     )
@@ -172,7 +173,12 @@ def failure_message(node, step, error, serving, command, drained=True):
         f"Nodes after {node} were not touched. "
         f"Fix the cause (or revert the inventory / extra vars to the previous target), then resume with the same "
         f"command: {command}. Nodes already on the target and ready are skipped; {node} is upgraded again and "
-        f"re-enabled only after its health check, warm-up and tool-call smoke test pass."
+        f"re-enabled only after its health check, warm-up and tool-call smoke test pass"
+        + (
+            f"; to put it back in service as it is instead: playbooks/ready.yml -e ready_servers={node}."
+            if drained
+            else "."
+        )
     )
 
 

@@ -87,3 +87,36 @@ def test_restart_method_defaults_to_a_reboot_and_is_checked_before_any_change():
     assert per_node["vars"]["__rolling_upgrade_restart"] == "{{ rolling_upgrade_restart | default('reboot') }}"
     refuse = next(p for p in plays if p.get("name") == "Rolling upgrade | refuse a site that cannot roll")
     assert any("restart each node" in t["name"] for t in refuse["tasks"])
+
+
+def _server_calls(node):
+    """Every gb10.serving.haproxy_server call in a loaded playbook or task file, blocks and rescues included."""
+    if isinstance(node, dict):
+        if "gb10.serving.haproxy_server" in node:
+            yield node["gb10.serving.haproxy_server"]
+        for value in node.values():
+            yield from _server_calls(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _server_calls(value)
+
+
+def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_recorded():
+    # Issue 19: a drain set only through the runtime API was gone after an HAProxy restart or reboot. Every drain
+    # and ready of the upgrade, the switch and the explicit ready goes through the proxy's records (record_dir).
+    files = [
+        "rolling_upgrade.yml",
+        "tasks/rolling_upgrade_apply.yml",
+        "tasks/switch_drain.yml",
+        "tasks/switch_ready.yml",
+        "ready.yml",
+    ]
+    changes = [(name, call) for name in files for call in _server_calls(load(name)) if "state" in call]
+    assert {call["state"] for _, call in changes} == {"drain", "ready"}
+    for name, call in changes:
+        assert "record_dir" in str(call.get("record_dir")) or "proxy_admin_state_dir" in str(call.get("record_dir")), (
+            name,
+            call,
+        )
+    rescue = load("rolling_upgrade.yml")[3]["tasks"][0]["rescue"][0]["gb10.serving.haproxy_server"]
+    assert rescue["record_dir"] == "{{ __rolling_upgrade_record_dir }}" and "ansible_failed_task" in rescue["reason"]

@@ -103,3 +103,62 @@ def test_pitfall_previous_run_lines_missing_thresholds_are_not_armed():
 def test_pitfall_compilation_terminated_is_a_kill_named_in_earlyoom_log():
     """A bare 'Compilation terminated.' is a signal; earlyoom's journal names the compiler it killed."""
     assert _earlyoom.kills(lines("v1.7_kill_cicc.txt")) == [("SIGTERM", 1848676, "cicc")]
+
+
+# Issue 19, item 7: the node's truths read back, not the values the role wrote.
+SYSCTL = "/etc/sysctl.d/90-gb10-memory-guard.conf"
+CAPBND_ALL = "Name:\tsystemd\nCapBnd:\t000001ffffffffff\n"
+CAPBND_NO_SYS_RESOURCE = f"Name:\tsystemd\nCapBnd:\t{0x1FFFFFFFFFF & ~(1 << 24):016x}\n"
+
+
+def test_swappiness_applied_and_read_back_the_same():
+    verdict = _earlyoom.swappiness_verdict("spark-1", "0\n", 0, True, SYSCTL)
+    assert verdict["ok"] and verdict["kernel"] == 0 and "the kernel runs 0, as" in verdict["msg"]
+
+
+def test_swappiness_applied_but_the_kernel_runs_another_value_fails_with_both_and_the_fix():
+    verdict = _earlyoom.swappiness_verdict("spark-1", "60\n", 0, True, SYSCTL)
+    assert not verdict["ok"] and verdict["kernel"] == 60
+    assert verdict["msg"].startswith("spark-1: vm.swappiness is 60 in the kernel")
+    assert f"{SYSCTL} (0)" in verdict["msg"] and "grep -rn swappiness" in verdict["msg"]
+
+
+def test_pitfall_swappiness_not_applied_is_said_plainly_with_the_kernels_value():
+    # molecule's verify handed earlyoom_armed `swappiness: 0` while a simulated node's read-only /proc/sys kept the
+    # host's 60: the check judged a value the node did not run. Not applied is said, and the kernel's value used.
+    verdict = _earlyoom.swappiness_verdict("spark-2", "60\n", 0, False, SYSCTL)
+    assert verdict["ok"] and verdict["kernel"] == 60
+    assert verdict["msg"].startswith("vm.swappiness not applied on spark-2: the kernel runs 60, the file says 0")
+
+
+def test_capability_bounding_set_tells_whether_the_node_may_lower_scores():
+    assert _earlyoom.capability_in_bounding_set(CAPBND_ALL) is True
+    assert _earlyoom.capability_in_bounding_set(CAPBND_NO_SYS_RESOURCE) is False
+    assert _earlyoom.capability_in_bounding_set("Name:\tx\n") is None
+
+
+def test_oom_score_applied():
+    verdict = _earlyoom.oom_protection_verdict("spark-1", "ssh.service", 812, "-1000\n", CAPBND_ALL, True)
+    assert verdict == {
+        "applied": True,
+        "ok": True,
+        "score": -1000,
+        "msg": "ssh.service on spark-1: OOMScoreAdjust=-1000 applied (main process 812: oom_score_adj -1000)",
+    }
+
+
+def test_pitfall_oom_score_refused_without_cap_sys_resource_is_not_applied_with_the_reason():
+    # An unprivileged container cannot take a negative score; systemd starts sshd at 0 all the same.
+    accepted = _earlyoom.oom_protection_verdict("spark-1", "ssh.service", 812, "0\n", CAPBND_NO_SYS_RESOURCE, False)
+    assert accepted["ok"] and not accepted["applied"] and accepted["score"] == 0
+    assert "OOMScoreAdjust=-1000 not applied" in accepted["msg"] and "lacks CAP_SYS_RESOURCE" in accepted["msg"]
+    assert "memory_guard_oom_protect_required is false" in accepted["msg"]
+    refused = _earlyoom.oom_protection_verdict("spark-1", "ssh.service", 812, "0\n", CAPBND_NO_SYS_RESOURCE, True)
+    assert not refused["ok"] and "Fix: give the node CAP_SYS_RESOURCE" in refused["msg"]
+
+
+def test_oom_score_not_applied_on_a_node_that_may_lower_scores_fails_where_required():
+    verdict = _earlyoom.oom_protection_verdict("spark-1", "ssh.service", 812, "0\n", CAPBND_ALL, True)
+    assert not verdict["ok"] and "although the node may lower scores" in verdict["msg"]
+    gone = _earlyoom.oom_protection_verdict("spark-1", "ssh.service", 0, "", CAPBND_ALL, True)
+    assert not gone["ok"] and gone["score"] is None and "no main process to read" in gone["msg"]

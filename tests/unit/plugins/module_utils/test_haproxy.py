@@ -72,3 +72,38 @@ def test_set_state_command_and_its_answers():
 def test_set_state_command_refuses_bad_input(backend, name, state):
     with pytest.raises(ValueError):
         _haproxy.set_state_command(backend, name, state)
+
+
+def test_a_held_server_is_recorded_under_its_backend_and_name():
+    assert (
+        _haproxy.record_path("/var/lib/gb10/proxy-admin", "vllm", "spark-2") == "/var/lib/gb10/proxy-admin/vllm/spark-2"
+    )
+    for bad in ("..", "spark 2", "a/b", "x;show"):
+        with pytest.raises(ValueError):
+            _haproxy.record_path("/d", "vllm", bad)
+
+
+def test_a_record_holds_only_drain_or_maint():
+    text = _haproxy.record_text("vllm", "spark-2", "drain", "rolling upgrade failed", 1764600000)
+    assert _haproxy.parse_record(text) == {
+        "backend": "vllm",
+        "server": "spark-2",
+        "state": "drain",
+        "reason": "rolling upgrade failed",
+        "since": 1764600000,
+    }
+    for junk in ("", "{", "[]", '{"state": "ready"}'):
+        assert _haproxy.parse_record(junk) is None
+
+
+def test_drain_writes_the_record_and_only_ready_removes_it():
+    held = _haproxy.parse_record(_haproxy.record_text("vllm", "spark-2", "drain", "r", 1))
+    assert _haproxy.record_change(None, "drain") == "write"
+    assert _haproxy.record_change(held, "drain") is None
+    assert _haproxy.record_change(held, "drain", "r") is None
+    assert _haproxy.record_change(held, "drain", "another reason") == "write"
+    assert _haproxy.record_change(held, "maint") == "write"
+    assert _haproxy.record_change(held, "ready") == "remove"
+    assert _haproxy.record_change(None, "ready") is None
+    # a file that holds nothing is removed by a ready all the same
+    assert _haproxy.record_change(None, "ready", present=True) == "remove"

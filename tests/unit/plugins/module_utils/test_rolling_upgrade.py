@@ -146,11 +146,13 @@ def test_a_replica_is_ready_only_where_every_proxy_holds_it_ready():
 def test_failure_message_says_what_where_and_how_to_resume():
     msg = ru.failure_message("spark-2", "Require a well-formed tool call", "boom", ["spark-1"], "ansible-playbook x")
     assert "spark-2 stays DRAINED" in msg and "ready: spark-1" in msg
+    assert "across HAProxy restarts and reboots" in msg and "playbooks/ready.yml -e ready_servers=spark-2" in msg
     assert (
         "'Require a well-formed tool call': boom" in msg and "resume with the same command: ansible-playbook x" in msg
     )
     assert "none (check the proxy" in ru.failure_message("n", "s", "e", [], "c")
     assert "n was not drained or changed" in ru.failure_message("n", "s", "e", ["m"], "c", drained=False)
+    assert "ready.yml" not in ru.failure_message("n", "s", "e", ["m"], "c", drained=False)
 
 
 def test_node_timings_overhead_is_everything_but_the_restart():
