@@ -28,7 +28,7 @@ def inventory(count, prefix):
             },
             "memory_guard_other_work_reserve_gib": 1,
         }
-        for i, host in zip(range(3, count + 1), hosts)
+        for i, host in zip(range(3, count + 1), hosts, strict=True)
     }
     return {"gb10_nodes": {"hosts": hosts}, "_meta": {"hostvars": hostvars}}
 
