@@ -542,6 +542,13 @@ def receive(args):
         raise Refused(f"{blobs} or {snapshot} leads outside {folder}: remove the link and run again")
     cache = HashCache(args.hash_cache)
     have = {p for p, e in manifest.items() if content_mismatch(os.path.join(snapshot, p), e, cache) is None}
+    # A proven blob whose snapshot link went is linked again here, not copied again.
+    relink = {
+        p
+        for p, e in manifest.items()
+        if p not in have and content_mismatch(os.path.join(blobs, e["blob"]), e, cache) is None
+    }
+    have |= relink
     want = sorted(set(manifest) - have)
     wanted_blobs = {manifest[p]["blob"]: manifest[p] for p in want}
     links = {f"snapshots/{args.revision}/{p}": (p, hf_link(p, e["blob"])) for p, e in manifest.items()}
@@ -595,7 +602,7 @@ def receive(args):
     missing = sorted(b for b in wanted_blobs if b not in got)
     if missing:
         raise Refused(f"the source sent no {', '.join(missing[:5])}: run the role again")
-    for path in want:
+    for path in sorted(set(want) | relink):
         _link(snapshot, path, hf_link(path, manifest[path]["blob"]))
     status.write(final=True)
     return 0

@@ -331,3 +331,18 @@ def test_hf_link_climbs_out_of_nested_snapshot_paths():
     for bad in ("/etc/passwd", "../x", "a/../../x", "a//b", ""):
         with pytest.raises(transfer.Refused):
             transfer.safe_path(bad)
+
+
+def test_a_proven_blob_whose_link_went_is_linked_again_not_copied(ends):
+    source, target = ends
+    lay_out(source)
+    folder = lay_out(target)
+    (folder / "snapshots" / REV / SHARDS[0]).unlink()
+    port = free_port()
+    server = serve(source, port, "--allow=127.0.0.1")
+    rc, out = finish(receive(target, port))
+    assert rc == 0, out
+    finish(server)
+    assert (folder / "snapshots" / REV / SHARDS[0]).read_bytes() == FILES[SHARDS[0]]
+    status = json.loads((target / "state" / "status-receive.json").read_text())
+    assert status["bytes_at_start"] == status["bytes_total"] == status["bytes_done"]
