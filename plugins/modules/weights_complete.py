@@ -17,7 +17,7 @@ description:
     (C(*.incomplete)).
   - Snapshot links are followed wherever they resolve, so a cache whose blobs live in huggingface_hub's shared blob
     store (C(hub/blobs/<xx>/<xet hash>), as C(hf download) or vLLM with Xet leave it) is read as it is.
-  - Hashing is incremental (O(hash_cache)): a file is hashed again only when its size, mtime or ctime moved.
+  - Hashing is incremental (O(hash_cache)), a file is hashed again only when its size, mtime or ctime moved.
   - With O(remove_bad=true) and outside check mode, a file of the wrong size or content is removed (its snapshot
     link and the model's blob entry) so that the next fetch or copy gets it again, and so is a partial download
     longer than its file (a resumed request for the rest can never complete it). In check mode it only reports.
@@ -202,7 +202,7 @@ def observe(cache_dir, repo_id, revision, manifest_path, hash_cache=None):
                 digests = _weights.cached_digests(cache, key, stat, want_git)
                 if digests is None:
                     digests = _weights.hash_file(path, stat.st_size, git=want_git)
-                    _weights.remember(cache, key, os.stat(path), digests)
+                    _weights.remember(cache, key, stat, digests)  # as it was before the read: a change meanwhile shows
                     hashed.append(rel)
                 observed[rel].update(digests)
     partial = {}

@@ -219,12 +219,12 @@ class HashCache:
         if unchanged and "sha256" in entry and (not git or "git_sha1" in entry):
             return {k: entry[k] for k in ("sha256", "git_sha1") if k in entry}
         found = hash_file(real, size, git)
-        self.remember(real, found)
+        self.remember(real, found, info)  # as it was before the read: a change meanwhile shows next time
         return found
 
-    def remember(self, path, digests):
+    def remember(self, path, digests, info=None):
         real = os.path.realpath(path)
-        self.files[self.key(real)] = {**stat_key(os.stat(real)), **digests}
+        self.files[self.key(real)] = {**stat_key(info or os.stat(real)), **digests}
 
     def forget(self, path):
         """The digests remembered for ``path``, dropped from the cache (the file is about to be renamed)."""

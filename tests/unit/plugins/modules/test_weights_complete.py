@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 from module_harness import run_main
@@ -160,3 +161,15 @@ def test_a_second_run_hashes_nothing_and_a_changed_blob_is_hashed_again(cache):
     corrupt(folder)
     third = module(tmp_path)
     assert third["hashed"] == [SHARD] and third["wrong_content"] == [SHARD]
+
+
+def test_a_wrong_shard_in_a_shared_store_is_unlinked_and_the_store_left_alone(tmp_path):
+    folder = lay_out(tmp_path, shared=True)
+    entry = folder / "blobs" / MANIFEST[SHARD]["blob"]
+    store_file = Path(os.path.realpath(entry))
+    with open(store_file, "r+b") as handle:
+        handle.write(b"\xff" * 14)
+    result = module(tmp_path)
+    assert result["wrong_content"] == [SHARD]
+    assert not os.path.lexists(entry) and not os.path.lexists(folder / "snapshots" / REV / SHARD)
+    assert store_file.exists()  # another repository may link it; this one no longer does
