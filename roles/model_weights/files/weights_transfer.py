@@ -414,29 +414,34 @@ def _read_line(reader):
         raise Refused(f"the other end sent no JSON line ({exc})") from exc
 
 
+def _proven(message, expected):
+    # Bytes, not str: compare_digest raises TypeError on a str that is not ASCII, which a peer could send.
+    return isinstance(message, dict) and hmac.compare_digest(str(message.get("proof", "")).encode(), expected.encode())
+
+
 def server_handshake(conn, reader, token):
     """The serving side: the peer proves the token on our nonce, then we prove it on the peer's. Returns what the
     peer wants."""
     nonce = secrets.token_hex(16)
     conn.sendall(json.dumps({"nonce": nonce}).encode() + b"\n")
     hello = _read_line(reader)
-    if not isinstance(hello, dict) or not hmac.compare_digest(
-        str(hello.get("proof", "")), _proof(token, "receive", nonce)
-    ):
+    if not _proven(hello, _proof(token, "receive", nonce)):
         raise Refused("it did not prove the run's token")
+    want = hello.get("want")
+    if not isinstance(want, list) or not all(isinstance(path, str) for path in want):
+        raise Refused("it sent no list of paths")
     conn.sendall(json.dumps({"proof": _proof(token, "serve", str(hello.get("nonce", "")))}).encode() + b"\n")
-    return [str(path) for path in hello.get("want") or []]
+    return want
 
 
 def client_handshake(conn, reader, token, want):
     challenge = _read_line(reader)
+    if not isinstance(challenge, dict):
+        raise Refused("the source sent no challenge")
     nonce = secrets.token_hex(16)
-    proof = _proof(token, "receive", str((challenge or {}).get("nonce", "")))
+    proof = _proof(token, "receive", str(challenge.get("nonce", "")))
     conn.sendall(json.dumps({"nonce": nonce, "proof": proof, "want": want}).encode() + b"\n")
-    answer = _read_line(reader)
-    if not isinstance(answer, dict) or not hmac.compare_digest(
-        str(answer.get("proof", "")), _proof(token, "serve", nonce)
-    ):
+    if not _proven(_read_line(reader), _proof(token, "serve", nonce)):
         raise Refused("the source did not prove the run's token: refusing everything it would send")
 
 
@@ -496,7 +501,7 @@ def serve(args):
                     want = server_handshake(conn, reader, token)
                 with conn.makefile("wb") as writer:
                     send_snapshot(writer, args, manifest, want)
-            except Refused as exc:
+            except (Refused, OSError) as exc:  # one peer that lies, stalls or hangs up does not end the serving
                 print(f"refused {peer[0]}: {exc}", flush=True)
                 continue
         served += 1

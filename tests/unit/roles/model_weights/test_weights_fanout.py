@@ -300,6 +300,10 @@ def test_the_server_refuses_a_wrong_token_and_an_unlisted_address_and_serves_the
     shutil.copy(target / "state" / "fanout.token", intruder / "state" / "fanout.token")
     rc, out = finish(receive(intruder, port, "--local-address=127.0.0.4"))
     assert rc != 0 and not list((intruder / "hub").rglob("*.safetensors"))
+    for garbage in ('{"proof": "\u00e9", "want": 5}\n', "[1, 2]\n", "not json\n", ""):
+        with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0)) as liar:
+            liar.recv(4096)
+            liar.sendall(garbage.encode())
     rc, out = finish(receive(target, port, "--local-address=127.0.0.2"))
     assert rc == 0, out
     rc, served = finish(server)
