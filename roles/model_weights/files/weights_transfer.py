@@ -541,10 +541,11 @@ def receive(args):
     folder = repo_folder(args.repo)
     blobs = os.path.join(folder, "blobs")
     snapshot = os.path.join(folder, "snapshots", args.revision)
-    os.makedirs(blobs, exist_ok=True)
-    os.makedirs(snapshot, exist_ok=True)
+    # Checked before anything is made: realpath resolves the links of the part that exists.
     if not under(blobs, folder) or not under(snapshot, folder):
         raise Refused(f"{blobs} or {snapshot} leads outside {folder}: remove the link and run again")
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(snapshot, exist_ok=True)
     cache = HashCache(args.hash_cache)
     have = {p for p, e in manifest.items() if content_mismatch(os.path.join(snapshot, p), e, cache) is None}
     # A proven blob whose snapshot link went is linked again here, not copied again.

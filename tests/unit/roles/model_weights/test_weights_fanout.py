@@ -350,3 +350,15 @@ def test_a_proven_blob_whose_link_went_is_linked_again_not_copied(ends):
     assert (folder / "snapshots" / REV / SHARDS[0]).read_bytes() == FILES[SHARDS[0]]
     status = json.loads((target / "state" / "status-receive.json").read_text())
     assert status["bytes_at_start"] == status["bytes_total"] == status["bytes_done"]
+
+
+def test_a_local_link_out_of_the_model_folder_is_refused_before_anything_is_made(ends, tmp_path):
+    _source, target = ends
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    folder = target / "hub" / "models--org--m"
+    folder.mkdir(parents=True)
+    os.symlink(victim, folder / "snapshots")
+    rc, out = finish(receive(target, free_port()))
+    assert rc != 0 and "leads outside" in out
+    assert list(victim.iterdir()) == []
