@@ -17,8 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[4]
 PROGRESS = REPO / "roles" / "model_weights" / "tasks" / "progress.yml"
+ROLE_VARS = yaml.safe_load((REPO / "roles" / "model_weights" / "vars" / "main.yml").read_text())
 
 
 def run_progress(tmp_path, status, interval="0.001", timeout="1", stale="600"):
@@ -35,10 +38,7 @@ def run_progress(tmp_path, status, interval="0.001", timeout="1", stale="600"):
                 "model_weights_progress_stale_s": float(stale),
                 "model_weights_repo_id": "org/m",
                 "model_weights_revision": "a" * 40,
-                "_model_weights_rounds": (
-                    "{{ [(model_weights_timeout_s | float / model_weights_progress_interval_s | float)"
-                    " | round(0, 'ceil') | int, 1] | max }}"
-                ),
+                "_model_weights_rounds": ROLE_VARS["_model_weights_rounds"],
                 "_model_weights_phase": "fetch",
                 "_model_weights_container": "gb10-weights-fetch",
             },
