@@ -320,14 +320,23 @@ def format_duration(seconds):
 
 
 def progress_round(node, phase, status, node_now, round_no, rounds, interval_s, stale_s, container):
+    """One round of the progress loop; see :func:`_progress_round`. The line of a round that went wrong is its error."""
+    report = _progress_round(node, phase, status, node_now, round_no, rounds, interval_s, stale_s, container)
+    report.setdefault("msg", report["error"])
+    return report
+
+
+def _progress_round(node, phase, status, node_now, round_no, rounds, interval_s, stale_s, container):
     """One round of the progress loop, from the status file the transfer script writes.
 
     status: the parsed file or None (not written yet); node_now: the node's clock when it was read (the script
-    writes its own clock, the same kernel's, into ``time``). Returns {"ended", "finished", "failed", "msg",
-    "bytes_done", "bytes_total", "rate", "eta_s"}: ``ended`` stops the loop, ``failed`` fails the task.
+    writes its own clock, the same kernel's, into ``time``). Returns {"ended", "finished", "error", "msg",
+    "bytes_done", "bytes_total", "rate", "eta_s"}: ``ended`` stops the loop; ``error`` (None, or what went wrong
+    with node, numbers and fix) is for the task after the loop to fail with: a failed loop item would leave the
+    task's own message at "One or more items failed".
     """
     where = f"round {round_no} of {rounds}"
-    result = {"ended": False, "finished": False, "failed": False, "bytes_done": 0, "bytes_total": 0}
+    result = {"ended": False, "finished": False, "error": None, "bytes_done": 0, "bytes_total": 0}
     result.update(rate=None, eta_s=None)
     if status is None:
         waited = round_no * interval_s
@@ -335,8 +344,7 @@ def progress_round(node, phase, status, node_now, round_no, rounds, interval_s, 
             return {
                 **result,
                 "ended": True,
-                "failed": True,
-                "msg": (
+                "error": (
                     f"{node}: the {phase} wrote no progress in {waited:.0f} s (model_weights_progress_stale_s "
                     f"{stale_s:g}): the container {container} did not start its script; see docker logs {container}"
                 ),
@@ -359,8 +367,7 @@ def progress_round(node, phase, status, node_now, round_no, rounds, interval_s, 
             return {
                 **result,
                 "ended": True,
-                "failed": True,
-                "msg": (
+                "error": (
                     f"{node}: the {phase} failed: {status['error']}. Partial files are kept: fix the cause and run "
                     "the role again to resume"
                 ),
@@ -371,8 +378,7 @@ def progress_round(node, phase, status, node_now, round_no, rounds, interval_s, 
         return {
             **result,
             "ended": True,
-            "failed": True,
-            "msg": (
+            "error": (
                 f"{node}: the {phase} stopped reporting {silent:.0f} s ago at {format_size(done)} of "
                 f"{format_size(total)} (model_weights_progress_stale_s {stale_s:g}): the container {container} died "
                 f"or hangs; see docker logs {container}. Partial files are kept: run the role again to resume"

@@ -15,8 +15,9 @@ description:
   - Meant to be looped over C(range(rounds)) with C(loop_control.break_when) on C(ended) and the line as the loop
     label, so a wait of hours is one flat task that prints a line a round, never a self-including file (which
     Ansible aborts with RecursionError after a few hundred rounds) and never a wall of C(FAILED - RETRYING).
-  - Fails (and ends the loop) when the status records an error, when it stopped moving for more than O(stale_s)
-    (the container died or hangs), or when no status file appeared within O(stale_s).
+  - Ends the loop with C(error) set when the status records an error, when it stopped moving for more than
+    O(stale_s) (the container died or hangs), or when no status file appeared within O(stale_s); the task after the
+    loop fails with it (a failed item would leave the task's message at "One or more items failed").
   - Runs on the controller (an action plugin) and reads the file with one plain command per look, not a module.
 version_added: 0.1.1
 extends_documentation_fragment:
@@ -77,12 +78,21 @@ EXAMPLES = r"""
     label: "{{ __progress.msg | default(item) }}"
     break_when: __progress.ended | default(true)
   register: __progress
+
+- name: Stop on a failed fetch
+  ansible.builtin.fail:
+    msg: "{{ (__progress.results | last).error }}"
+  when: (__progress.results | last).error is not none
 """
 
 RETURN = r"""
 ended:
   description: Whether the job ended (finished, failed or dead); the loop stops on it.
   type: bool
+  returned: always
+error:
+  description: What went wrong, with the node, the numbers and the fix; null while all is well.
+  type: str
   returned: always
 finished:
   description: Whether the job finished without an error.

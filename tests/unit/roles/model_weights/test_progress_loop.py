@@ -93,7 +93,9 @@ def test_a_failed_job_fails_the_loop_with_its_error(tmp_path):
     rc, out, _took = run_progress(tmp_path, status, timeout="10")
     assert rc == 2
     assert "localhost: the fetch failed: x: 5 attempts failed." in out
-    assert out.count("failed: [localhost]") == 1
+    # The task's own message is the cause (what a rescue reads as ansible_failed_result.msg).
+    assert "failed: [localhost] (item=" not in out
+    assert 'fatal: [localhost]: FAILED! => {"changed": false, "msg": "localhost: the fetch failed: x: 5' in out
 
 
 def test_a_silent_job_fails_the_loop_naming_the_container(tmp_path):
