@@ -198,7 +198,8 @@ def check_snapshot(node, snapshot_path, observed, index_text, manifest, partial_
     or None; manifest: {path: {"size", "blob", "sha256" | "git_oid"}} as the hub reported it, or None when no fetch
     recorded one; partial_files: {path: size} of partial downloads found in the model's cache folder; removed: whether
     the bad files and over-long partials are being removed (False in check mode).
-    Returns {"complete", "missing", "wrong_size", "wrong_content", "bad", "discard", "partial", "problems", "msg"}:
+    Returns {"complete", "missing", "wrong_size", "wrong_content", "bad", "discard", "partial", "problems",
+    "repairs" (the problems that removing fixes), "msg"}:
     ``bad`` are the manifest paths to remove so that the next fetch gets them again, ``discard`` the partial files to
     remove because a resumed request can never complete them.
     """
@@ -217,6 +218,7 @@ def check_snapshot(node, snapshot_path, observed, index_text, manifest, partial_
             "discard": overlong_partials(partial_files, manifest),
             "partial": sorted(partial_files),
             "problems": [msg],
+            "repairs": [],
             "msg": msg,
         }
     missing, problems = [], []
@@ -249,24 +251,26 @@ def check_snapshot(node, snapshot_path, observed, index_text, manifest, partial_
     if missing:
         problems.append(f"{node}: missing from {snapshot_path}: {', '.join(sorted(set(missing)))}")
     sizes = [f"{p} ({observed[p]['size']} bytes, the hub reported {manifest[p]['size']})" for p in wrong_size]
+    repairs = []
     if wrong_size:
-        problems.append(f"{node}: wrong size in {snapshot_path} ({verb}): {', '.join(sizes)}")
+        repairs.append(f"{node}: wrong size in {snapshot_path} ({verb}): {', '.join(sizes)}")
     if wrong_content:
         listed = ", ".join(
             f"{p} ({name} {_short(observed[p].get(name))}, the hub's {_short(want)})"
             for p in wrong_content
             for name, want in expected_digests(manifest[p]).items()
         )
-        problems.append(f"{node}: content differs from the hub's in {snapshot_path} ({verb}): {listed}")
+        repairs.append(f"{node}: content differs from the hub's in {snapshot_path} ({verb}): {listed}")
     if unproven:
         problems.append(
             f"{node}: content not proven for {', '.join(unproven)} (no digest to compare): re-run the fetch"
         )
     if discard:
-        problems.append(
+        repairs.append(
             f"{node}: partial downloads longer than their file ({verb}, a resumed request cannot finish them): "
             f"{', '.join(discard)}"
         )
+    problems.extend(repairs)
     kept = sorted(set(partial_files) - set(discard))
     if kept:
         problems.append(f"{node}: partial downloads left: {', '.join(kept)}")
@@ -282,6 +286,7 @@ def check_snapshot(node, snapshot_path, observed, index_text, manifest, partial_
         "discard": discard,
         "partial": sorted(partial_files),
         "problems": problems,
+        "repairs": repairs,
         "msg": msg,
     }
 

@@ -279,6 +279,11 @@ def main():
         removed=removing,
     )
     result.pop("problems")
+    if p["remove_bad"]:
+        for line in result.pop("repairs"):  # shown on every run, not only with -v: which node, which file
+            module.warn(line)
+    else:
+        result.pop("repairs")
     targets = []
     if p["remove_bad"]:
         targets = (

@@ -123,12 +123,17 @@ def test_truncated_blob_fails_on_size(cache):
 def test_pitfall_wrong_shard_is_named_and_removed_so_the_next_fetch_gets_it(cache):
     tmp_path, folder, _manifest = cache
     blob = corrupt(folder)
-    result = module(tmp_path, fail_incomplete=True)
-    assert result["failed"] and result["changed"]
+    blob_bytes = blob.read_bytes()
+    result = module(tmp_path)
+    assert result["changed"] and not result["complete"]
     assert result["wrong_content"] == [SHARD]
     assert f"spark-2: content differs from the hub's in {folder}/snapshots/{REV} (removed): {SHARD}" in result["msg"]
     assert not os.path.lexists(blob) and not os.path.lexists(folder / "snapshots" / REV / SHARD)
     assert os.path.exists(folder / "snapshots" / REV / "config.json")
+    assert result["warnings_emitted"] == [
+        f"spark-2: content differs from the hub's in {folder}/snapshots/{REV} (removed): {SHARD} "
+        f"(sha256 {hashlib.sha256(blob_bytes).hexdigest()[:12]}, the hub's {MANIFEST[SHARD]['sha256'][:12]})"
+    ]
 
 
 def test_check_mode_reports_the_wrong_shard_and_removes_nothing(cache):
