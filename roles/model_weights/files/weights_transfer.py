@@ -2,27 +2,45 @@
 """Runs inside a throwaway container of the serving image (managed by the gb10.serving model_weights role).
 
   fetch    download one pinned revision from the hub into the mounted Hugging Face cache with the image's own
-           huggingface_hub, resuming across failed calls, and record the hub's file sizes (the manifest)
-  serve    on the node that has the snapshot: stream the blobs another node lacks over the fabric
-  receive  on another node: take the snapshot from the serving node, blob by blob, keeping partial blobs
+           huggingface_hub, resuming across failed calls, prove every blob by content (sha256 of an LFS file, git
+           blob sha1 of any other, as the hub's tree lists them) and record the hub's listing (the manifest)
+  serve    on the node that has the snapshot: stream the blobs another node lacks over the fabric, to the listed
+           peer addresses only, after both ends proved the run's token
+  receive  on another node: take the blobs it lacks, each proven by content as it lands, and link them into the
+           snapshot; only the paths of the manifest the role wrote here, only the Hugging Face layout's links
 
 The hub token is read from the root-only env file mounted at --env-file and passed to huggingface_hub as an
-argument: it is never in this process's argv or in the container's configuration. Progress goes to --status
-(JSON: phase, bytes_done, bytes_total, error) at least every few seconds.
+argument: it is never in this process's argv or in the container's configuration. The fan-out's per-run token is
+read from --token-file (mode 0600) and never crosses the wire: each end proves it with an HMAC of the other's
+nonce. Progress goes to --status (JSON: phase, bytes_done, bytes_total, error, time) at least every few seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
+import re
+import secrets
 import socket
+import stat
 import sys
 import tarfile
 import threading
 import time
 
 CACHE = os.environ.get("GB10_HF_HUB_CACHE", "/root/.cache/huggingface/hub")
+HASH_CACHE_VERSION = 1  # the format of plugins/module_utils/_weights.py, which reads the same file
+CHUNK = 8 << 20
+LINE_LIMIT = 16 << 20  # a handshake line (the list of wanted paths) longer than this is refused
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class Refused(Exception):
+    """What the other end sent, or the state found, is not accepted; nothing of it was written."""
 
 
 def repo_folder(repo_id):
@@ -36,6 +54,7 @@ class Status:
     def __init__(self, path, phase, total=0):
         self.path, self.phase, self.total, self.error = path, phase, total, None
         self.done_fn = lambda: 0
+        self.started, self.bytes_at_start = time.time(), None
         self._lock = threading.Lock()
         self._finished = False
 
@@ -43,10 +62,15 @@ class Status:
         with self._lock:
             if self._finished:
                 return
+            done = self.done_fn()
+            if self.bytes_at_start is None:
+                self.bytes_at_start = done  # what a resumed run found: the rate counts only what it moves
             data = {
                 "phase": self.phase,
-                "bytes_done": self.done_fn(),
+                "bytes_done": done,
                 "bytes_total": self.total,
+                "started": self.started,
+                "bytes_at_start": self.bytes_at_start,
                 "error": self.error,
                 "finished": final,
                 "time": time.time(),
@@ -77,6 +101,20 @@ def read_token(env_file):
     return None
 
 
+def read_run_token(path):
+    """The fan-out's per-run token, from a regular file only root may read (mode 0600)."""
+    if not path:
+        raise Refused("no --token-file: the fan-out needs the run's token (the role writes it)")
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
+        raise Refused(f"{path} must be a regular file of mode 0600 (it is {stat.filemode(info.st_mode)})")
+    with open(path) as handle:
+        token = handle.read().strip()
+    if len(token) < 16:
+        raise Refused(f"{path} holds no token of at least 16 characters")
+    return token
+
+
 def blob_bytes(folder, manifest):
     """Bytes present of the manifest's blobs, partial blobs included."""
     total = 0
@@ -88,6 +126,168 @@ def blob_bytes(folder, manifest):
             except OSError:  # absent, or the partial file was renamed to its blob between two looks
                 continue
     return total
+
+
+# Content. The same rules as plugins/module_utils/_weights.py (this script runs in the serving image, without the
+# collection); tests/unit/roles/model_weights keeps the two equal.
+
+
+def manifest_from_tree(entries):
+    """{path: {"size", "blob", "sha256" | "git_oid"}} from the hub's tree: ``lfs.oid`` is an LFS file's sha256."""
+    manifest = {}
+    for entry in entries:
+        if entry.get("type", "file") != "file":
+            continue
+        lfs = entry.get("lfs") or {}
+        if lfs.get("oid"):
+            item = {"size": int(entry["size"]), "blob": lfs["oid"], "sha256": lfs["oid"]}
+        else:
+            item = {"size": int(entry["size"]), "blob": entry.get("oid"), "git_oid": entry.get("oid")}
+        manifest[entry["path"]] = item
+    return dict(sorted(manifest.items()))
+
+
+def expected_digests(entry):
+    if entry.get("sha256"):
+        return {"sha256": entry["sha256"]}
+    if entry.get("git_oid"):
+        return {"git_sha1": entry["git_oid"]}
+    blob = entry.get("blob") or ""
+    if _SHA256.match(blob):
+        return {"sha256": blob}
+    if _SHA1.match(blob):
+        return {"git_sha1": blob}
+    return {}
+
+
+class Hasher:
+    """sha256 (and the git blob sha1 when asked) of bytes as they pass."""
+
+    def __init__(self, size, git):
+        self.sha256 = hashlib.sha256()
+        self.sha1 = hashlib.sha1(b"blob %d\0" % size) if git else None
+
+    def update(self, chunk):
+        self.sha256.update(chunk)
+        if self.sha1 is not None:
+            self.sha1.update(chunk)
+
+    def digests(self):
+        found = {"sha256": self.sha256.hexdigest()}
+        if self.sha1 is not None:
+            found["git_sha1"] = self.sha1.hexdigest()
+        return found
+
+
+def hash_file(path, size, git=False):
+    hasher = Hasher(size, git)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            hasher.update(chunk)
+    return hasher.digests()
+
+
+def stat_key(info):
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "ctime_ns": info.st_ctime_ns}
+
+
+class HashCache:
+    """The role's hash cache: digests by the blob's real path under the cache root, valid while size, mtime and
+    ctime stand. Shared with the weights_complete module, so what this run hashed is not hashed again there."""
+
+    def __init__(self, path):
+        self.path, self.root, self.files = path, os.path.realpath(os.path.dirname(CACHE)), {}
+        if path and os.path.isfile(path):
+            try:
+                with open(path) as handle:
+                    data = json.load(handle)
+                if data.get("version") == HASH_CACHE_VERSION:
+                    self.files = dict(data.get("files") or {})
+            except (OSError, ValueError, AttributeError):
+                self.files = {}
+
+    def key(self, real):
+        relative = os.path.relpath(real, self.root)
+        return real if relative.startswith(os.pardir) else relative
+
+    def digests(self, path, size, git):
+        """The digests of the file at ``path`` (links followed): remembered when unchanged, else hashed now."""
+        real = os.path.realpath(path)
+        info = os.stat(real)
+        entry = self.files.get(self.key(real)) or {}
+        unchanged = all(entry.get(k) == v for k, v in stat_key(info).items())
+        if unchanged and "sha256" in entry and (not git or "git_sha1" in entry):
+            return {k: entry[k] for k in ("sha256", "git_sha1") if k in entry}
+        found = hash_file(real, size, git)
+        self.remember(real, found, info)  # as it was before the read: a change meanwhile shows next time
+        return found
+
+    def remember(self, path, digests, info=None):
+        real = os.path.realpath(path)
+        self.files[self.key(real)] = {**stat_key(info or os.stat(real)), **digests}
+
+    def forget(self, path):
+        """The digests remembered for ``path``, dropped from the cache (the file is about to be renamed)."""
+        entry = self.files.pop(self.key(os.path.realpath(path)), {})
+        return {k: entry[k] for k in ("sha256", "git_sha1") if k in entry}
+
+    def save(self):
+        if not self.path:
+            return
+        files = {k: v for k, v in self.files.items() if os.path.exists(os.path.join(self.root, k))}
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump({"version": HASH_CACHE_VERSION, "files": dict(sorted(files.items()))}, handle, indent=0)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.path)
+
+
+def content_mismatch(path, entry, cache):
+    """Why the file at ``path`` is not the manifest's ``entry`` (size or digest), or None when it is."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return "missing"
+    if size != entry["size"]:
+        return f"{size} bytes, the hub reported {entry['size']}"
+    want = expected_digests(entry)
+    if not want:
+        return "the manifest has no digest to prove it"
+    have = cache.digests(path, size, git="git_sha1" in want)
+    for name, digest in want.items():
+        if have.get(name) != digest:
+            return f"{name} {have.get(name)}, the hub's {digest}"
+    return None
+
+
+def safe_path(path):
+    """A manifest path as a relative path that stays where it is joined (no absolute, no '..', no empty part)."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        raise Refused(f"refusing the path {path!r}: not a plain relative path")
+    return path
+
+
+def hf_link(path, blob):
+    """The link huggingface_hub puts at snapshots/<rev>/<path>: relative, to ../../blobs/<blob> (deeper paths climb
+    further)."""
+    return os.path.relpath(os.path.join("blobs", blob), os.path.join("snapshots", "rev", os.path.dirname(path)))
+
+
+def load_manifest(path):
+    with open(path) as handle:
+        manifest = json.load(handle)
+    for name, entry in manifest.items():
+        safe_path(name)
+        if not re.match(r"^[0-9a-f]{40,64}$", str(entry.get("blob") or "")):
+            raise Refused(f"refusing the manifest {path}: {name} names the blob {entry.get('blob')!r}")
+    return manifest
+
+
+def under(path, folder):
+    """Whether ``path``, links resolved, lies inside ``folder`` (links resolved too)."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top + os.sep)
 
 
 def fetch(args):
@@ -102,7 +302,13 @@ def fetch(args):
     try:
         info = api.model_info(args.repo, revision=args.revision)
         entries = [
-            {"path": f.path, "size": f.size, "oid": f.blob_id, "lfs": {"oid": f.lfs.sha256} if f.lfs else None}
+            {
+                "type": "file",
+                "path": f.path,
+                "size": f.size,
+                "oid": f.blob_id,
+                "lfs": {"oid": f.lfs.sha256} if f.lfs else None,
+            }
             for f in api.list_repo_tree(args.repo, revision=args.revision, recursive=True)
             if getattr(f, "size", None) is not None
         ]
@@ -120,9 +326,12 @@ def fetch(args):
         status.error = f"{args.revision} resolves to {info.sha} on the hub: pin the profile's revision to a commit"
         status.write(final=True)
         return 3
-    manifest = {e["path"]: {"size": e["size"], "blob": (e["lfs"] or {}).get("oid") or e["oid"]} for e in entries}
+    manifest = manifest_from_tree(entries)
+    for path in manifest:
+        safe_path(path)
     folder = repo_folder(args.repo)
     os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
+    cache = HashCache(args.hash_cache)
     status.total = sum(e["size"] for e in manifest.values())
     status.done_fn = lambda: blob_bytes(folder, manifest)
     status.run_reporter()
@@ -130,26 +339,51 @@ def fetch(args):
     # huggingface_hub resumes a dropped connection within one call, but deletes its partial file when the call
     # fails. So each blob is first brought in with the client's own ranged http_get into a partial file this script
     # keeps across failed calls and attempts; snapshot_download then finds every blob and only links the snapshot.
+    # Every blob, found or fetched, is proven by content before it counts.
+    by_blob = {}
     for path, entry in sorted(manifest.items()):
-        blob = os.path.join(folder, "blobs", entry["blob"])
-        if os.path.exists(blob) and os.path.getsize(blob) == entry["size"]:
-            continue
+        by_blob.setdefault(entry["blob"], (path, entry))
+    for blob_name, (path, entry) in sorted(by_blob.items(), key=lambda item: item[1][0]):
+        blob = os.path.join(folder, "blobs", blob_name)
+        if os.path.lexists(blob):
+            wrong = content_mismatch(blob, entry, cache)
+            if wrong is None:
+                continue
+            print(f"{path}: the blob here is not the hub's ({wrong}); removed, fetching it again", flush=True)
+            os.unlink(blob)  # a link into a shared blob store goes, the store's file stays
         partial = blob + ".incomplete"
+        if os.path.lexists(partial) and (os.path.islink(partial) or os.path.getsize(partial) > entry["size"]):
+            print(f"{path}: partial file longer than the hub's {entry['size']} bytes; discarded", flush=True)
+            os.unlink(partial)  # a ranged request for the rest of it would answer 416 on every run
         url = hf_hub_url(args.repo, path, revision=args.revision, endpoint=args.endpoint)
+        last = None
         for attempt in range(1, args.attempts + 1):
             with open(partial, "ab") as handle:
                 have = handle.tell()
                 try:
-                    http_get(url, handle, resume_size=have, headers=headers, expected_size=entry["size"])
-                    break
+                    if have < entry["size"]:
+                        http_get(url, handle, resume_size=have, headers=headers, expected_size=entry["size"])
                 except Exception as exc:
+                    last = f"the last stopped at {handle.tell()} bytes ({exc}); the partial file is kept to resume"
                     print(f"{path}: attempt {attempt} stopped at {handle.tell()} bytes ({exc}); retrying", flush=True)
+                    time.sleep(min(2 * attempt, 30))
+                    continue
+            wrong = content_mismatch(partial, entry, cache)
+            if wrong is None:
+                proven = cache.forget(partial)
+                os.replace(partial, blob)
+                cache.remember(blob, proven)  # the rename moved ctime: remember the blob as it now stands
+                break
+            last = f"the last brought content that is not the hub's ({wrong}); check the hub endpoint and the link"
+            print(f"{path}: attempt {attempt} brought content that is not the hub's ({wrong}); again", flush=True)
+            os.unlink(partial)
             time.sleep(min(2 * attempt, 30))
         else:
-            status.error = f"{path}: {args.attempts} attempts failed; the partial file is kept and the next run resumes"
+            cache.save()
+            status.error = f"{path}: {args.attempts} attempts failed; {last}"
             status.write(final=True)
             return 4
-        os.replace(partial, blob)
+    cache.save()
     snapshot = snapshot_download(
         args.repo,
         revision=args.revision,
@@ -159,31 +393,98 @@ def fetch(args):
         max_workers=args.workers,
     )
     with open(args.manifest + ".tmp", "w") as handle:
-        json.dump(dict(sorted(manifest.items())), handle, indent=1)
+        json.dump(manifest, handle, indent=1)
     os.replace(args.manifest + ".tmp", args.manifest)
     status.write(final=True)
     print(json.dumps({"snapshot": snapshot, "bytes_total": status.total}))
     return 0
 
 
-def snapshot_members(repo, revision):
-    """Relative paths under the repo folder of one snapshot: its links, the blobs they name, its ref files."""
-    folder = repo_folder(repo)
-    snapshot = os.path.join(folder, "snapshots", revision)
-    links, blobs = [], {}
-    for root, _dirs, names in os.walk(snapshot):
-        for name in sorted(names):
-            path = os.path.join(root, name)
-            links.append(os.path.relpath(path, folder))
-            target = os.path.realpath(path)
-            blobs[os.path.relpath(target, folder)] = os.path.getsize(target)
-    return links, blobs
+def _proof(token, role, nonce):
+    return hmac.new(token.encode(), f"gb10-weights:{role}:{nonce}".encode(), hashlib.sha256).hexdigest()
+
+
+def _read_line(reader):
+    line = reader.readline(LINE_LIMIT)
+    if not line.endswith(b"\n"):
+        raise Refused("the other end closed or sent no complete line")
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise Refused(f"the other end sent no JSON line ({exc})") from exc
+
+
+def _proven(message, expected):
+    # Bytes, not str: compare_digest raises TypeError on a str that is not ASCII, which a peer could send.
+    return isinstance(message, dict) and hmac.compare_digest(str(message.get("proof", "")).encode(), expected.encode())
+
+
+def server_handshake(conn, reader, token):
+    """The serving side: the peer proves the token on our nonce, then we prove it on the peer's. Returns what the
+    peer wants."""
+    nonce = secrets.token_hex(16)
+    conn.sendall(json.dumps({"nonce": nonce}).encode() + b"\n")
+    hello = _read_line(reader)
+    if not _proven(hello, _proof(token, "receive", nonce)):
+        raise Refused("it did not prove the run's token")
+    want = hello.get("want")
+    if not isinstance(want, list) or not all(isinstance(path, str) for path in want):
+        raise Refused("it sent no list of paths")
+    conn.sendall(json.dumps({"proof": _proof(token, "serve", str(hello.get("nonce", "")))}).encode() + b"\n")
+    return want
+
+
+def client_handshake(conn, reader, token, want):
+    challenge = _read_line(reader)
+    if not isinstance(challenge, dict):
+        raise Refused("the source sent no challenge")
+    nonce = secrets.token_hex(16)
+    proof = _proof(token, "receive", str(challenge.get("nonce", "")))
+    conn.sendall(json.dumps({"nonce": nonce, "proof": proof, "want": want}).encode() + b"\n")
+    if not _proven(_read_line(reader), _proof(token, "serve", nonce)):
+        raise Refused("the source did not prove the run's token: refusing everything it would send")
+
+
+def send_snapshot(writer, args, manifest, want):
+    """A tar stream in the Hugging Face layout: ``blobs/<blob>`` for each wanted blob, then the snapshot's links.
+
+    Blobs are read through the snapshot, wherever its links resolve inside the cache (the model's own blobs, or a
+    shared blob store beside it), and sent under the manifest's blob name: the receiver gets the plain layout."""
+    snapshot = os.path.join(repo_folder(args.repo), "snapshots", args.revision)
+    unknown = sorted(set(want) - set(manifest))
+    if unknown:
+        raise Refused(f"the peer asked for paths outside the manifest: {', '.join(unknown[:5])}")
+    sent = set()
+    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(want):
+            entry = manifest[path]
+            if entry["blob"] in sent:
+                continue
+            source = os.path.join(snapshot, safe_path(path))
+            if not under(source, CACHE) or not os.path.isfile(source):
+                raise Refused(
+                    f"{path}: the snapshot here resolves to {os.path.realpath(source)}, not a file of {CACHE}"
+                )
+            if os.path.getsize(source) != entry["size"]:
+                raise Refused(f"{path}: {os.path.getsize(source)} bytes here, the manifest says {entry['size']}")
+            member = tarfile.TarInfo(f"blobs/{entry['blob']}")
+            member.size, member.mode, member.mtime = entry["size"], 0o644, int(time.time())
+            with open(source, "rb") as handle:
+                tar.addfile(member, handle)
+            sent.add(entry["blob"])
+        for path, entry in sorted(manifest.items()):
+            link = tarfile.TarInfo(f"snapshots/{args.revision}/{path}")
+            link.type, link.linkname, link.mtime = tarfile.SYMTYPE, hf_link(path, entry["blob"]), int(time.time())
+            tar.addfile(link)
 
 
 def serve(args):
     status = Status(args.status, "serve")
-    links, blobs = snapshot_members(args.repo, args.revision)
-    folder = repo_folder(args.repo)
+    token = read_run_token(args.token_file)
+    allowed = {a.strip() for item in args.allow or [] for a in item.split(",") if a.strip()}
+    if not allowed:
+        raise Refused("serve needs --allow with the receivers' addresses")
+    manifest = load_manifest(args.manifest)
     listener = socket.create_server((args.bind, args.port), reuse_port=True)
     listener.settimeout(args.timeout)
     status.write()
@@ -191,64 +492,139 @@ def serve(args):
     while served < args.peers:
         conn, peer = listener.accept()
         with conn:
-            have = json.loads(conn.makefile("rb").readline() or b"{}")
-            with conn.makefile("wb") as out, tarfile.open(fileobj=out, mode="w|") as tar:
-                tar.add(args.manifest, arcname="gb10-manifest.json")
-                for rel, size in sorted(blobs.items()):
-                    if have.get(rel) != size:
-                        tar.add(os.path.join(folder, rel), arcname=rel)
-                for rel in links:
-                    tar.add(os.path.join(folder, rel), arcname=rel, recursive=False)
+            if peer[0] not in allowed:
+                print(f"refused {peer[0]}: not one of the peers {', '.join(sorted(allowed))}", flush=True)
+                continue
+            conn.settimeout(120)
+            try:
+                with conn.makefile("rb") as reader:
+                    want = server_handshake(conn, reader, token)
+                with conn.makefile("wb") as writer:
+                    send_snapshot(writer, args, manifest, want)
+            except (Refused, OSError) as exc:  # one peer that lies, stalls or hangs up does not end the serving
+                print(f"refused {peer[0]}: {exc}", flush=True)
+                continue
         served += 1
         print(f"served {peer[0]}", flush=True)
     status.write(final=True)
     return 0
 
 
+def _write_blob(tar, member, target, entry, received, cache):
+    """Stream one blob into its partial file, proving it as it lands; only a proven blob takes its name."""
+    partial = target + ".incomplete"
+    if os.path.lexists(partial):
+        os.unlink(partial)  # whatever was there (a link included) is not written through
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    want = expected_digests(entry)
+    hasher = Hasher(entry["size"], git="git_sha1" in want)
+    with tar.extractfile(member) as src, os.fdopen(fd, "wb") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+            hasher.update(chunk)
+            received[0] += len(chunk)
+    have = hasher.digests()
+    for name, digest in want.items():
+        if have.get(name) != digest:
+            os.unlink(partial)
+            raise Refused(f"refusing {member.name}: its {name} is {have.get(name)}, the manifest's {digest}")
+    os.replace(partial, target)
+    cache.remember(target, have)
+
+
 def receive(args):
     status = Status(args.status, "receive")
+    token = read_run_token(args.token_file)
+    if not os.path.isfile(args.manifest):
+        raise Refused(f"no manifest at {args.manifest}: the role writes the source node's manifest here first")
+    manifest = load_manifest(args.manifest)
     folder = repo_folder(args.repo)
-    os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
-    have = {}
-    for name in os.listdir(os.path.join(folder, "blobs")):
-        if not name.endswith(".incomplete"):
-            have["blobs/" + name] = os.path.getsize(os.path.join(folder, "blobs", name))
+    blobs = os.path.join(folder, "blobs")
+    snapshot = os.path.join(folder, "snapshots", args.revision)
+    # Checked before anything is made: realpath resolves the links of the part that exists.
+    if not under(blobs, folder) or not under(snapshot, folder):
+        raise Refused(f"{blobs} or {snapshot} leads outside {folder}: remove the link and run again")
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(snapshot, exist_ok=True)
+    cache = HashCache(args.hash_cache)
+    have = {p for p, e in manifest.items() if content_mismatch(os.path.join(snapshot, p), e, cache) is None}
+    # A proven blob whose snapshot link went is linked again here, not copied again.
+    relink = {
+        p
+        for p, e in manifest.items()
+        if p not in have and content_mismatch(os.path.join(blobs, e["blob"]), e, cache) is None
+    }
+    have |= relink
+    want = sorted(set(manifest) - have)
+    wanted_blobs = {manifest[p]["blob"]: manifest[p] for p in want}
+    links = {f"snapshots/{args.revision}/{p}": (p, hf_link(p, e["blob"])) for p, e in manifest.items()}
+    status.total = sum(e["size"] for e in manifest.values())
     received = [0]
-    status.done_fn = lambda: sum(have.values()) + received[0]
+    present = sum(manifest[p]["size"] for p in have)
+    status.done_fn = lambda: present + received[0]
     status.run_reporter()
     deadline = time.time() + min(args.timeout, 120)
+    local = (args.local_address, 0) if args.local_address else None
     while True:
         try:
-            conn = socket.create_connection((args.source, args.port), timeout=30)
+            conn = socket.create_connection((args.source, args.port), timeout=30, source_address=local)
             break
         except OSError:
             if time.time() > deadline:
                 raise
             time.sleep(1)
-    with conn:
-        conn.sendall(json.dumps(have).encode() + b"\n")
-        with conn.makefile("rb") as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                target = args.manifest if member.name == "gb10-manifest.json" else os.path.join(folder, member.name)
-                if not os.path.abspath(target).startswith((folder + os.sep, args.manifest)):
-                    raise ValueError(f"refusing {member.name}: outside the model's cache folder")
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                if member.issym():
-                    if os.path.lexists(target):
-                        os.unlink(target)
-                    os.symlink(member.linkname, target)
-                    continue
-                partial = target + ".incomplete"
-                with tar.extractfile(member) as src, open(partial, "wb") as dst:
-                    while chunk := src.read(1 << 20):
-                        dst.write(chunk)
-                        received[0] += len(chunk)
-                os.replace(partial, target)
-                if target == args.manifest:
-                    with open(target) as handle:
-                        status.total = sum(entry["size"] for entry in json.load(handle).values())
+    got = set()
+    try:
+        with conn, conn.makefile("rb") as reader:
+            conn.settimeout(120)
+            client_handshake(conn, reader, token, want)
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                for member in tar:
+                    if member.isreg():
+                        blob = member.name[len("blobs/") :] if member.name.startswith("blobs/") else None
+                        entry = wanted_blobs.get(blob)
+                        if entry is None or blob in got:
+                            raise Refused(f"refusing {member.name}: not a blob of the manifest this node asked for")
+                        if member.size != entry["size"]:
+                            raise Refused(
+                                f"refusing {member.name}: {member.size} bytes, the manifest's {entry['size']}"
+                            )
+                        target = os.path.join(blobs, blob)
+                        if not under(os.path.dirname(target), blobs):
+                            raise Refused(f"refusing {member.name}: {blobs} leads outside {folder}")
+                        _write_blob(tar, member, target, entry, received, cache)
+                        got.add(blob)
+                    elif member.issym():
+                        path, link = links.get(member.name, (None, None))
+                        if path is None or member.linkname != link:
+                            raise Refused(
+                                f"refusing the link {member.name} -> {member.linkname}: only the snapshot's links "
+                                "to its own blobs are taken"
+                            )
+                    else:
+                        raise Refused(f"refusing {member.name}: neither a blob nor a snapshot link")
+    finally:
+        cache.save()
+    missing = sorted(b for b in wanted_blobs if b not in got)
+    if missing:
+        raise Refused(f"the source sent no {', '.join(missing[:5])}: run the role again")
+    for path in sorted(set(want) | relink):
+        _link(snapshot, path, hf_link(path, manifest[path]["blob"]))
     status.write(final=True)
     return 0
+
+
+def _link(snapshot, path, link):
+    """snapshots/<rev>/<path> -> link, made here from the manifest (never from what the other end sent)."""
+    target = os.path.join(snapshot, safe_path(path))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if not under(os.path.dirname(target), snapshot):
+        raise Refused(f"{os.path.dirname(target)} leads outside {snapshot}: remove the link and run again")
+    tmp = f"{target}.gb10-link"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(link, tmp)
+    os.replace(tmp, target)
 
 
 def main(argv=None):
@@ -258,12 +634,16 @@ def main(argv=None):
     parser.add_argument("--revision", required=True)
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--status", required=True)
+    parser.add_argument("--hash-cache", help="the role's hash cache (JSON), shared with weights_complete")
     parser.add_argument("--endpoint", default=os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     parser.add_argument("--env-file")
     parser.add_argument("--attempts", type=int, default=5)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--bind", default="0.0.0.0")
+    parser.add_argument("--allow", action="append", help="a peer address serve accepts (repeat, or commas)")
+    parser.add_argument("--token-file", help="the fan-out's per-run token, a 0600 file")
     parser.add_argument("--source")
+    parser.add_argument("--local-address", help="the address receive connects from (its fabric address)")
     parser.add_argument("--port", type=int, default=18741)
     parser.add_argument("--peers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
@@ -272,8 +652,11 @@ def main(argv=None):
         return {"fetch": fetch, "serve": serve, "receive": receive}[args.command](args)
     except Exception as exc:
         status = Status(args.status, args.command)
-        status.error = f"{type(exc).__name__}: {exc}"
+        status.error = f"{exc}" if isinstance(exc, Refused) else f"{type(exc).__name__}: {exc}"
         status.write(final=True)
+        if isinstance(exc, Refused):
+            print(f"{args.command}: {exc}", file=sys.stderr)
+            return 5
         raise
 
 

@@ -1,0 +1,105 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The role's progress loop (roles/model_weights/tasks/progress.yml) run by ansible-playbook on localhost.
+
+Issue 18: the loop included itself once a round and died with RecursionError at round ~246 (about an hour at the
+15 s default) of a 4 hour timeout. The same tasks file, at a 1 ms interval, must run its full timeout of 1000
+rounds and stop there with the timeout's message; a finished job ends it at once; a failed or silent job fails it
+with the node and the cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+PROGRESS = REPO / "roles" / "model_weights" / "tasks" / "progress.yml"
+ROLE_VARS = yaml.safe_load((REPO / "roles" / "model_weights" / "vars" / "main.yml").read_text())
+
+
+def run_progress(tmp_path, status, interval="0.001", timeout="1", stale="600"):
+    (tmp_path / "status-fetch.json").write_text(json.dumps(status))
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {
+                "model_weights_state_dir": str(tmp_path),
+                "model_weights_progress_interval_s": float(interval),
+                "model_weights_timeout_s": float(timeout),
+                "model_weights_progress_stale_s": float(stale),
+                "model_weights_repo_id": "org/m",
+                "model_weights_revision": "a" * 40,
+                "_model_weights_rounds": ROLE_VARS["_model_weights_rounds"],
+                "_model_weights_phase": "fetch",
+                "_model_weights_container": "gb10-weights-fetch",
+            },
+            "tasks": [{"name": "The role's loop", "ansible.builtin.include_tasks": {"file": str(PROGRESS)}}],
+        }
+    ]
+    (tmp_path / "play.json").write_text(json.dumps(play))
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_STDOUT_CALLBACK": "default",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def test_pitfall_self_including_progress_loop_runs_its_full_timeout_of_1000_rounds(tmp_path):
+    status = {"bytes_done": 1 << 20, "bytes_total": 4 << 20, "finished": False, "error": None, "time": time.time()}
+    rc, out, took = run_progress(tmp_path, status)
+    assert rc == 2, out[-3000:]
+    assert "RecursionError" not in out and "maximum recursion" not in out
+    assert "(item=localhost fetch: 1.0 MiB of 4.0 MiB (25.0%), round 1000 of 1000)" in out
+    assert "round 1001" not in out
+    assert "localhost: the fetch still runs after 1000 rounds of 0.001 s (model_weights_timeout_s 1.0)" in out
+    print(f"1000 rounds in {took:.1f} s")
+
+
+def test_a_finished_job_ends_the_loop_at_once(tmp_path):
+    status = {"bytes_done": 8, "bytes_total": 8, "finished": True, "error": None, "time": time.time()}
+    rc, out, _took = run_progress(tmp_path, status, timeout="10")
+    assert rc == 0, out[-3000:]
+    assert "round 2 of" not in out
+    assert "ok: [localhost] => (item=localhost fetch: 0.0 MiB of 0.0 MiB (100.0%), done)" in out
+
+
+def test_a_failed_job_fails_the_loop_with_its_error(tmp_path):
+    status = {"bytes_done": 8, "bytes_total": 9, "finished": True, "error": "x: 5 attempts failed", "time": time.time()}
+    rc, out, _took = run_progress(tmp_path, status, timeout="10")
+    assert rc == 2
+    assert "localhost: the fetch failed: x: 5 attempts failed." in out
+    # The task's own message is the cause (what a rescue reads as ansible_failed_result.msg).
+    assert "failed: [localhost] (item=" not in out
+    assert 'fatal: [localhost]: FAILED! => {"changed": false, "msg": "localhost: the fetch failed: x: 5' in out
+
+
+def test_a_silent_job_fails_the_loop_naming_the_container(tmp_path):
+    status = {"bytes_done": 8, "bytes_total": 9, "finished": False, "error": None, "time": time.time() - 300}
+    rc, out, _took = run_progress(tmp_path, status, timeout="10", stale="60")
+    assert rc == 2
+    assert "the fetch stopped reporting" in out and "docker logs gb10-weights-fetch" in out
