@@ -157,3 +157,45 @@ def test_standin_ninja_text_carries_its_inputs(tmp_path, monkeypatch):
         assert needle in out
     assert f"build {tmp_path}/.cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120/" in out
     assert out.strip().endswith("False")
+
+
+def ninja_only(workspace, **extra):
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(workspace),
+        "PYTHONPATH": str(STANDIN),
+        "FLASHINFER_WORKSPACE_BASE": str(workspace),
+        **SMALL,
+        **extra,
+    }
+    argv = [sys.executable, str(ENTRY), "--ninja-only", "--compute-capability", "12.1"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("GB10_PREBUILD_NINJA ")]
+    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
+    return json.loads(lines[-1].split(" ", 1)[1])
+
+
+def test_stamp_records_the_build_ninja_the_serving_environment_writes(tmp_path):
+    """Issue 17 item 1: the stamp keys the build.ninja; --ninja-only gives the same text there and writes nothing."""
+    rc, first, out = prebuild(tmp_path)
+    assert rc == 0, out
+    build_dir = tmp_path / ".cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120"
+    ninja = (build_dir / "build.ninja").read_text()
+    assert first["stamp"]["ninja_sha256"] == fj.sha256_text(ninja)
+    log = (build_dir / ".ninja_log").read_text()
+    assert first["stamp"]["ninja_log_lines"] == len(log.splitlines())
+    assert first["stamp"]["ninja_log_sha256"] == fj.sha256_text(log)
+    assert first["stamp"]["steps"] == 7
+    same = ninja_only(tmp_path)
+    assert (same["sha256"], same["text"]) == (first["stamp"]["ninja_sha256"], ninja)
+    other = ninja_only(tmp_path, CC=shutil.which("gcc"))
+    assert other["sha256"] != same["sha256"]
+    assert (build_dir / "build.ninja").read_text() == ninja, "--ninja-only must not write build.ninja"
+    verdict = fj.ninja_identity("gb10-1", first["stamp"], ninja, other["text"])
+    assert not verdict["same"]
+    assert f"+nvcc = {shutil.which('gcc')}" in verdict["diff"]
+    assert "-nvcc = gcc" in verdict["diff"]
+    # The prebuild itself no longer calls the cache present for another CC: it rebuilds and restamps.
+    rc, again, out = prebuild(tmp_path, CC=shutil.which("gcc"))
+    assert (rc, again["status"]) == (0, "built"), out
+    assert again["stamp"]["ninja_sha256"] == other["sha256"]
