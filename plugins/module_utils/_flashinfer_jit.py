@@ -580,8 +580,16 @@ def build_progress(log_lines, elapsed_s, since_progress_s, stall_s, last_build=N
     return {"k": k, "n": n, "stalled": stalled, "message": message}
 
 
-def stall_seconds(stated, last_worst_unit_s, floor_s=600, factor=3):
-    """The no-progress limit: stated when > 0, else factor x the slowest unit of the last build, at least floor_s."""
+# No build step finished for this long is a stall when nothing better is known: longer than seed 004's whole
+# fused_moe_120 build on a GB10 (20-25 minutes at MAX_JOBS 10), since one unit's own worst case was never measured.
+STALL_FLOOR_S = 1800
+
+
+def stall_seconds(stated, last_worst_unit_s, floor_s=STALL_FLOOR_S, factor=3):
+    """The no-progress limit: stated when > 0, else factor x the slowest unit of the last build, at least floor_s.
+
+    With MAX_JOBS jobs running, [k/N] stays put at most as long as the slowest single unit takes.
+    """
     if stated and stated > 0:
         return int(stated)
     return int(max(floor_s, factor * float(last_worst_unit_s or 0)))

@@ -390,6 +390,6 @@ def test_pitfall_a_build_that_makes_no_progress_is_named_stalled():
 
 
 def test_stall_limit_from_the_last_builds_slowest_unit():
-    assert fj.stall_seconds(0, 400) == 1200
-    assert fj.stall_seconds(0, 10) == 600
+    assert fj.stall_seconds(0, 1000) == 3000
+    assert fj.stall_seconds(0, 10) == fj.STALL_FLOOR_S
     assert fj.stall_seconds(900, 400) == 900
