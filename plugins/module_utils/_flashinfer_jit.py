@@ -502,7 +502,7 @@ def ninja_identity(node, stamp_data, prebuilt_text, serving_text):
             f" differs from the prebuild's ({why}; {changed} line(s) differ). Every variable that reaches"
             " build.ninja (CC, CXX, CUDA_HOME, FLASHINFER_*, the arch list, the cache's container path) must be"
             " the same for the prebuild and the serving unit: set it in the plan's env of the node (the profile's"
-            " env, which both get), not in flashinfer_jit_env alone. No serving unit was started."
+            " env, which both get), not in flashinfer_jit_env or serving_secrets alone. No serving unit was started."
         ),
     }
 
