@@ -246,12 +246,17 @@ def cache_paths(workspace_base, flashinfer_version, compute_capability, module=N
     }
 
 
-def stamp(image_digest, flashinfer_version, compute_capability, library_sha256, max_jobs_used, seconds):
-    """The record written beside a finished module: what it was built for and by what."""
-    return {
+def stamp(image_digest, flashinfer_version, compute_capability, library_sha256, max_jobs_used, seconds, **identity):
+    """The record written beside a finished module: what it was built for and by what.
+
+    identity: ninja_sha256 (the build.ninja the prebuild wrote) and ninja_log_summary's figures, as the prebuild
+    entry point records them.
+    """
+    return identity | {
         "image_digest": image_digest,
         "flashinfer_version": flashinfer_version,
         "arch": arch_dir(compute_capability),
+        "compute_capability": "{}.{}".format(*_capability(compute_capability)),
         "module": moe_module_name(compute_capability),
         "library_sha256": library_sha256,
         "max_jobs": max_jobs_used,
@@ -259,11 +264,16 @@ def stamp(image_digest, flashinfer_version, compute_capability, library_sha256, 
     }
 
 
-def cache_state(wanted, found_stamp, library_sha256):
+_UNSET = object()
+
+
+def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
     """Is the module in the cache for (image digest, flashinfer version, arch)?
 
     ``wanted``: dict with image_digest, flashinfer_version, compute_capability. ``found_stamp``: the parsed stamp or
-    None. ``library_sha256``: the .so's checksum, or None when the file is missing. Returns (present, reason).
+    None. ``library_sha256``: the .so's checksum, or None when the file is missing. ``ninja_sha256``: the checksum
+    of the build.ninja on the node (None when missing); given, the stamp must record the same (issue 17: the build's
+    own identity; the serving unit's is compared afterwards, in its own container). Returns (present, reason).
     """
     if library_sha256 is None:
         return False, "the module library is not in the cache"
@@ -280,6 +290,11 @@ def cache_state(wanted, found_stamp, library_sha256):
             return False, f"stamp {key} is {found_stamp.get(key)!r}, wanted {value!r}"
     if found_stamp.get("library_sha256") != library_sha256:
         return False, "the module library changed since it was stamped"
+    if ninja_sha256 is not _UNSET:
+        if not found_stamp.get("ninja_sha256"):
+            return False, "the stamp records no build.ninja sha256 (stamped before issue 17): the prebuild re-checks it"
+        if found_stamp["ninja_sha256"] != ninja_sha256:
+            return False, "build.ninja changed since the prebuild (a process with another environment rewrote it)"
     return (
         True,
         f"{expect['module']} for {expect['arch']}, flashinfer {expect['flashinfer_version']}, {expect['image_digest']}",
@@ -398,3 +413,183 @@ def _message(kind, steps, kills, compiler_kills):
         first = next(s for s in steps if s["kind"] == "compile_error")
         return f"compile error in {first['target'] or 'the build'}: {first['why']}"
     return f"build failed: {steps[0]['why'] if steps else 'ninja stopped'}"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The build's own identity (issue 17): flashinfer 0.6.18 always runs ninja before loading a JIT module, and ninja
+# rebuilds every unit whose command changed. So the cache is "present" for a serving process only when the
+# build.ninja that process writes (generate_ninja_build_for_op of its own environment: CC, CXX, CUDA_HOME,
+# FLASHINFER_* variables, the arch list, include paths, the cache's container path) is the prebuild's, byte for byte.
+
+NINJA_DIFF_LINES = 40
+
+
+def sha256_text(text):
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ninja_log_entries(text):
+    """ninja's .ninja_log (v5/v6): one (start_ms, end_ms, output) per unit ninja ran, in the order it ran them."""
+    entries = []
+    for line in (text or "").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 4 or not fields[0].isdigit() or not fields[1].isdigit():
+            continue
+        entries.append((int(fields[0]), int(fields[1]), fields[3]))
+    return entries
+
+
+def ninja_log_summary(text):
+    """What the stamp keeps of .ninja_log: its line count and sha256, and the slowest unit (the stall yardstick)."""
+    entries = ninja_log_entries(text)
+    worst = max(entries, key=lambda e: e[1] - e[0], default=None)
+    return {
+        "ninja_log_lines": len((text or "").splitlines()),
+        "ninja_log_sha256": sha256_text(text or ""),
+        "worst_unit_seconds": round((worst[1] - worst[0]) / 1000.0, 1) if worst else 0.0,
+        "worst_unit": worst[2].rsplit("/", 1)[-1] if worst else "",
+        "steps": len(entries),
+    }
+
+
+def ninja_diff(prebuilt_text, serving_text, limit=NINJA_DIFF_LINES):
+    """A unified diff (no context) of the prebuild's build.ninja against the serving process's, trimmed to limit."""
+    import difflib
+
+    lines = list(
+        difflib.unified_diff(
+            (prebuilt_text or "").splitlines(),
+            (serving_text or "").splitlines(),
+            "build.ninja (prebuild)",
+            "build.ninja (serving unit)",
+            n=0,
+            lineterm="",
+        )
+    )
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... {len(lines) - limit} more diff lines"]
+    return lines
+
+
+def ninja_identity(node, stamp_data, prebuilt_text, serving_text):
+    """Is the serving unit's build.ninja the prebuild's? Returns {same, diff, message}.
+
+    stamp_data: the prebuild stamp (its ninja_sha256 is what was built); prebuilt_text: the build.ninja on the node's
+    cache (None when missing); serving_text: what generate_ninja_build_for_op gives in the serving unit's environment.
+    """
+    stamp_data = stamp_data or {}
+    wanted = stamp_data.get("ninja_sha256")
+    got = sha256_text(serving_text or "")
+    if wanted and got == wanted:
+        return {"same": True, "diff": [], "message": f"{node}: the serving unit writes the prebuild's build.ninja"}
+    if not wanted:
+        why = "the prebuild stamp records no build.ninja sha256 (a stamp from before issue 17)"
+    else:
+        why = f"sha256 {got[:12]} differs from the prebuild's {wanted[:12]}"
+    diff = ninja_diff(prebuilt_text, serving_text) if prebuilt_text is not None else []
+    body = [line for line in diff if not line.startswith(("+++", "---", "@@"))]
+    changed = max(sum(line[:1] == "-" for line in body), sum(line[:1] == "+" for line in body))
+    return {
+        "same": False,
+        "diff": diff,
+        "message": (
+            f"{node}: the serving unit would rebuild {stamp_data.get('module', 'the module')} at its first MoE"
+            f" forward, beside the weights (seed 004, the CUTLASS saga): the build.ninja its environment writes"
+            f" differs from the prebuild's ({why}; {changed} line(s) differ). Every variable that reaches"
+            " build.ninja (CC, CXX, CUDA_HOME, FLASHINFER_*, the arch list, the cache's container path) must be"
+            " the same for the prebuild and the serving unit: set it in the plan's env of the node (the profile's"
+            " env, which both get), not in flashinfer_jit_env or serving_secrets alone. No serving unit was started."
+        ),
+    }
+
+
+def rebuild_findings(stamp_data, ninja_log_text, library_sha256):
+    """What changed in a module's build folder since its prebuild: [] when nothing was rebuilt.
+
+    A rebuild appends to .ninja_log (one line per unit ninja ran) and replaces the .so; a load with nothing to do
+    changes neither.
+    """
+    stamp_data = stamp_data or {}
+    findings = []
+    lines = (ninja_log_text or "").splitlines()
+    recorded = stamp_data.get("ninja_log_lines")
+    if recorded is None:
+        return ["the prebuild stamp records no .ninja_log line count (a stamp from before issue 17)"]
+    if len(lines) != recorded or sha256_text(ninja_log_text or "") != stamp_data.get("ninja_log_sha256"):
+        new = ninja_log_entries("\n".join(lines[recorded:])) if len(lines) > recorded else []
+        names = [entry[2].rsplit("/", 1)[-1] for entry in new]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        findings.append(
+            f".ninja_log has {len(lines)} lines, {recorded} at the prebuild"
+            + (f": {len(new)} unit(s) rebuilt ({shown})" if new else " (rewritten)")
+        )
+    if library_sha256 is None:
+        findings.append(f"{stamp_data.get('module', 'the module')}.so is gone")
+    elif library_sha256 != stamp_data.get("library_sha256"):
+        findings.append(
+            f"{stamp_data.get('module', 'the module')}.so sha256 {library_sha256[:12]}, the prebuild's"
+            f" {str(stamp_data.get('library_sha256'))[:12]}"
+        )
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Progress of a running build, from ninja's "[k/N]" lines
+
+_PROGRESS_RE = re.compile(r"^\s*\[(?P<k>\d+)/(?P<n>\d+)\]")
+
+
+def _minutes(seconds):
+    seconds = int(max(0, seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def build_progress(log_lines, elapsed_s, since_progress_s, stall_s, last_build=None):
+    """One line on a build under way: ninja's [k/N], elapsed, an estimate; stalled when [k/N] has not moved for stall_s.
+
+    last_build: {"seconds", "steps", "node"} of the cluster's last finished build of this module (its stamp), or None.
+    since_progress_s: seconds since the log last showed a new [k/N].
+    """
+    k = n = 0
+    for line in log_lines:
+        m = _PROGRESS_RE.match(line)
+        if m:
+            k, n = int(m.group("k")), int(m.group("n"))
+    if last_build and last_build.get("seconds"):
+        total = float(last_build["seconds"])
+        source = f"last build {_minutes(total)}" + (f" on {last_build['node']}" if last_build.get("node") else "")
+        left = max(0.0, total - elapsed_s)
+        estimate = f"about {_minutes(left)} left ({source})"
+    elif k and n:
+        left = elapsed_s / k * (n - k)
+        estimate = f"about {_minutes(left)} left (at this build's pace; no earlier build to go by)"
+    else:
+        estimate = "no estimate yet (no earlier build, no step finished)"
+    step = f"[{k}/{n}]" if n else "[0/?] (ninja has printed no step yet)"
+    stalled = since_progress_s >= stall_s
+    message = f"{step} {_minutes(elapsed_s)} elapsed, {estimate}"
+    if stalled:
+        message += (
+            f"; STALLED: no step finished for {_minutes(since_progress_s)}, more than the worst case of one unit"
+            f" ({_minutes(stall_s)})"
+        )
+    return {"k": k, "n": n, "stalled": stalled, "message": message}
+
+
+# No build step finished for this long is a stall when nothing better is known: longer than seed 004's whole
+# fused_moe_120 build on a GB10 (20-25 minutes at MAX_JOBS 10), since one unit's own worst case was never measured.
+STALL_FLOOR_S = 1800
+
+
+def stall_seconds(stated, last_worst_unit_s, floor_s=STALL_FLOOR_S, factor=3):
+    """The no-progress limit: stated when > 0, else factor x the slowest unit of the last build, at least floor_s.
+
+    With MAX_JOBS jobs running, [k/N] stays put at most as long as the slowest single unit takes.
+    """
+    if stated and stated > 0:
+        return int(stated)
+    return int(max(floor_s, factor * float(last_worst_unit_s or 0)))

@@ -112,7 +112,13 @@ module:
   type: str
   returned: always
 host_paths:
-  description: Library, stamp, log and build folder on the host.
+  description: Library, stamp, log, build.ninja and build folder on the host.
+  type: dict
+  returned: always
+last_build:
+  description:
+    - The stamp's figures of the last finished build on this node (build_seconds, steps, worst_unit_seconds,
+      max_jobs), empty when none; the progress estimate and the stall limit of the next build come from them.
   type: dict
   returned: always
 """
@@ -175,7 +181,14 @@ def run(params):
         "flashinfer_version": params["flashinfer_version"],
         "compute_capability": params["compute_capability"],
     }
-    present, reason = fj.cache_state(wanted, _stamp(host["stamp"]), _sha256(host["library"]))
+    found = _stamp(host["stamp"])
+    present, reason = fj.cache_state(wanted, found, _sha256(host["library"]), _sha256(host["ninja"]))
+    # The last finished build of this module on this node, whatever it was built for: the estimate of the next.
+    last_build = (
+        {key: found.get(key) for key in ("build_seconds", "steps", "worst_unit_seconds", "max_jobs")}
+        if found and found.get("build_seconds")
+        else {}
+    )
     return {
         "changed": False,
         "max_jobs": sizing["jobs"],
@@ -189,6 +202,7 @@ def run(params):
         "arch": fj.arch_dir(params["compute_capability"]),
         "host_paths": host,
         "container_paths": container,
+        "last_build": last_build,
     }
 
 

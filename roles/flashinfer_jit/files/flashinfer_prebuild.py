@@ -9,8 +9,13 @@ a later build_and_load() there finds ninja with nothing to do.
 
 Output: ninja's own lines (tee'd to <build_dir>/gb10-prebuild.log), then one line
 ``GB10_PREBUILD_RESULT {json}``; on success a stamp <build_dir>/gb10-prebuild.json records (image digest,
-flashinfer version, arch, module, .so sha256, MAX_JOBS, seconds). Exit 0 built or already there, 2 refused,
-3 build failed.
+flashinfer version, arch, module, .so sha256, the sha256 of the build.ninja it wrote, .ninja_log's line count and
+sha256, the slowest unit, MAX_JOBS, seconds). Exit 0 built or already there, 2 refused, 3 build failed.
+
+``--ninja-only`` builds nothing and writes nothing: it prints ``GB10_PREBUILD_NINJA {json}`` with the build.ninja
+this process's environment would write (flashinfer.jit.cpp_ext.generate_ninja_build_for_op over the JitSpec's own
+fields, what JitSpecNvcc.write_ninja writes) and its sha256. The role runs it in a throwaway container with the
+serving unit's environment files and mounts (issue 17: the build's own identity is the cache key).
 """
 
 import argparse
@@ -56,6 +61,69 @@ def _import_spec(backend):
     return spec, jit_env
 
 
+def _ninja_text(spec):
+    """The build.ninja JitSpecNvcc.write_ninja (flashinfer 0.6.18 jit/core.py) would write here, unwritten."""
+    from flashinfer.jit.cpp_ext import generate_ninja_build_for_op
+
+    return generate_ninja_build_for_op(
+        name=spec.name,
+        sources=spec.sources,
+        extra_cflags=spec.extra_cflags,
+        extra_cuda_cflags=spec.extra_cuda_cflags,
+        extra_ldflags=spec.extra_ldflags,
+        extra_include_dirs=spec.extra_include_dirs,
+        needs_device_linking=spec.needs_device_linking,
+    )
+
+
+def _text_sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ninja_log_summary(build_dir):
+    """.ninja_log's line count and sha256 (a later rebuild appends to it) and its slowest unit (the stall yardstick)."""
+    path = os.path.join(build_dir, ".ninja_log")
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except OSError:
+        text = ""
+    entries = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if not line.startswith("#") and len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
+            entries.append((int(fields[1]) - int(fields[0]), fields[3]))
+    worst = max(entries, default=(0, ""))
+    return {
+        "ninja_log_lines": len(text.splitlines()),
+        "ninja_log_sha256": _text_sha256(text),
+        "worst_unit_seconds": round(worst[0] / 1000.0, 1),
+        "worst_unit": worst[1].rsplit("/", 1)[-1],
+        "steps": len(entries),
+    }
+
+
+def _arch_from_args(args):
+    if args.compute_capability:
+        major, minor = (int(x) for x in args.compute_capability.split("."))
+        # Same arch folder as the serving process computes from the GPU (CompilationContext).
+        os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}")
+
+
+def ninja_only(args):
+    """Print the build.ninja this environment would write, and its sha256; write nothing (the cache is shared)."""
+    _arch_from_args(args)
+    major, minor = _capability(args)
+    spec, _jit_env = _import_spec(f"{major * 10 + minor}")
+    text = _ninja_text(spec)
+    print(
+        "GB10_PREBUILD_NINJA "
+        + json.dumps({"module": spec.name, "path": str(spec.ninja_path), "sha256": _text_sha256(text), "text": text}),
+        flush=True,
+    )
+    return 0
+
+
 def _capability(args):
     if args.compute_capability:
         major, minor = (int(x) for x in args.compute_capability.split("."))
@@ -91,10 +159,7 @@ def parent(args):
     max_jobs = env.get("MAX_JOBS", "")
     if not max_jobs.isdigit() or int(max_jobs) == 0:
         refusals.append(f"MAX_JOBS={max_jobs!r}: a positive integer is required (flashinfer ignores anything else)")
-    if args.compute_capability:
-        major, minor = (int(x) for x in args.compute_capability.split("."))
-        # Same arch folder as the serving process computes from the GPU (CompilationContext).
-        os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}")
+    _arch_from_args(args)
     major, minor = _capability(args)
     backend = f"{major * 10 + minor}"
     spec, jit_env = _import_spec(backend)
@@ -121,10 +186,18 @@ def parent(args):
         return 2
     os.makedirs(build_dir, exist_ok=True)
     stamp_path = os.path.join(build_dir, STAMP_NAME)
-    if os.path.exists(library) and os.path.exists(stamp_path):
+    ninja_path = str(spec.ninja_path)
+    if os.path.exists(library) and os.path.exists(stamp_path) and os.path.exists(ninja_path):
         with open(stamp_path) as handle:
             found = json.load(handle)
-        if found.get("image_digest") == args.image_digest and found.get("library_sha256") == _sha256(library):
+        # Present only for this very build.ninja: another CC, CXX, CUDA_HOME or FLASHINFER_* variable in this
+        # environment writes another one, and ninja would rebuild (issue 17).
+        wanted_ninja = _text_sha256(_ninja_text(spec))
+        if (
+            found.get("image_digest") == args.image_digest
+            and found.get("library_sha256") == _sha256(library)
+            and found.get("ninja_sha256") == wanted_ninja == _sha256(ninja_path)
+        ):
             _result(status="present", stamp=found, **common)
             return 0
     child_env = dict(env)
@@ -150,10 +223,13 @@ def parent(args):
         "image_digest": args.image_digest,
         "flashinfer_version": version,
         "arch": os.path.basename(str(jit_env.FLASHINFER_WORKSPACE_DIR)),
+        "compute_capability": f"{major}.{minor}",
         "module": spec.name,
         "library_sha256": _sha256(library),
+        "ninja_sha256": _sha256(ninja_path),
         "max_jobs": int(max_jobs),
         "build_seconds": seconds,
+        **_ninja_log_summary(build_dir),
     }
     with open(stamp_path + ".tmp", "w") as handle:
         json.dump(stamp, handle, sort_keys=True, indent=1)
@@ -167,7 +243,10 @@ def main():
     parser.add_argument("--image-digest", default=os.environ.get("GB10_IMAGE_DIGEST", "unknown"))
     parser.add_argument("--compute-capability", default=os.environ.get("GB10_COMPUTE_CAPABILITY", ""))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ninja-only", action="store_true", help="print the build.ninja this environment writes")
     args = parser.parse_args()
+    if args.ninja_only:
+        return ninja_only(args)
     if args.child:
         return child(args)
     return parent(args)

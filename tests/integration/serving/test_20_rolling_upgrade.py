@@ -177,6 +177,16 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
         assert sim.all_ready()
         for node in NODES:
             assert f"{node} upgraded and ready" in text, f"no figures for {node}"
+        # Issue 17 item 2: each node's restarted replica loaded the prebuilt fused-MoE module, ninja with nothing to do.
+        rebuilt = {
+            e["event_data"]["host"]: e["event_data"]["res"]
+            for e in runner.events
+            if e.get("event") == "runner_on_ok"
+            and e["event_data"].get("task") == "Prove that the start rebuilt no prebuilt FlashInfer module"
+        }
+        assert sorted(rebuilt) == sorted(NODES), rebuilt
+        for res in rebuilt.values():
+            assert (res["rebuilt"], len(res["modules"])) == (0, 1), res["message"]
         # test_10 leaves the site at 12 sequences per replica; the target is the profile's 4, and the upgrade's
         # proxy run carries a changed --max-num-seqs to every proxy's per-server maxconn.
         for proxy in sim.proxies():

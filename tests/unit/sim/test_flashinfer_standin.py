@@ -49,7 +49,7 @@ def test_standin_builds_into_the_real_layout_then_rebuilds_nothing(tmp_path):
     assert first["library"] == str(build_dir / "fused_moe_120.so")
     assert first["stamp"]["image_digest"] == DIGEST
     assert first["stamp"]["arch"] == "121a"
-    assert "-O3 -DNDEBUG" in (build_dir / "build.ninja").read_text()
+    assert "-O3 $\n    -DNDEBUG" in (build_dir / "build.ninja").read_text()
     assert out.count("gcc -fPIC") == 6
     log_lines = (build_dir / ".ninja_log").read_text().splitlines()
     mtime = (build_dir / "fused_moe_120.so").stat().st_mtime_ns
@@ -92,3 +92,110 @@ def test_pitfall_standin_killed_compiler_is_reported_as_oom(tmp_path):
     assert (rc, result["status"]) == (3, "failed")
     log = Path(result["log"]).read_text().splitlines()
     assert fj.classify_build_log(log)["kind"] == "oom_kill", log
+
+
+def serving_call(workspace, **extra):
+    """The serving process's own call, in a fresh process: get_cutlass_fused_moe_module with ninja's lines shown."""
+    code = "from flashinfer.fused_moe.core import get_cutlass_fused_moe_module as g; g('121'); print('loaded')"
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(STANDIN),
+        "FLASHINFER_WORKSPACE_BASE": str(workspace),
+        "FLASHINFER_CUDA_ARCH_LIST": "12.1",
+        "FLASHINFER_JIT_VERBOSE": "1",
+        "FLASHINFER_JIT_DEBUG": "0",
+        **SMALL,
+        **extra,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_pitfall_standin_another_cc_rebuilds_every_unit(tmp_path):
+    """Issue 17: CC reaches build.ninja (flashinfer's -ccbin), so a serving process with another CC rebuilds."""
+    rc, _first, out = prebuild(tmp_path)
+    assert rc == 0, out
+    build_dir = tmp_path / ".cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120"
+    before = (build_dir / "build.ninja").read_text()
+    log_before = (build_dir / ".ninja_log").read_text().splitlines()
+    gcc = shutil.which("gcc")
+    proc = serving_call(tmp_path, CC=gcc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ninja: no work to do." not in proc.stdout
+    assert f"nvcc = {gcc}" in (build_dir / "build.ninja").read_text()
+    assert "nvcc = gcc" in before
+    # ninja records every unit it ran: 6 compiles and the link, appended to the prebuild's lines.
+    assert len((build_dir / ".ninja_log").read_text().splitlines()) == len(log_before) + 7
+
+
+def test_standin_ninja_text_carries_its_inputs(tmp_path, monkeypatch):
+    """generate_ninja_build_for_op writes nothing and names CC, CXX, CUDA_HOME, extra flags and the cache path."""
+    monkeypatch.syspath_prepend(str(STANDIN))
+    code = (
+        "from flashinfer.jit import cpp_ext, fused_moe as f; s = f.gen_cutlass_fused_moe_sm120_module();"
+        "print(cpp_ext.generate_ninja_build_for_op(s.name, s.sources, s.extra_cflags, s.extra_cuda_cflags,"
+        " s.extra_ldflags, s.extra_include_dirs, s.needs_device_linking)); print(s.ninja_path.exists())"
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(STANDIN),
+        "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
+        "FLASHINFER_CUDA_ARCH_LIST": "12.1",
+        "CC": "/opt/gcc/bin/gcc",
+        "CXX": "/opt/gcc/bin/g++",
+        "CUDA_HOME": "/usr/local/cuda-13.0",
+        "FLASHINFER_EXTRA_CUDAFLAGS": "-DX=1",
+        **{k: v for k, v in SMALL.items() if k != "CC"},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    for needle in ("nvcc = /opt/gcc/bin/gcc", "cxx = /opt/gcc/bin/g++", "cuda_home = /usr/local/cuda-13.0", "-DX=1"):
+        assert needle in out
+    assert f"build {tmp_path}/.cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120/" in out
+    assert out.strip().endswith("False")
+
+
+def ninja_only(workspace, **extra):
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(workspace),
+        "PYTHONPATH": str(STANDIN),
+        "FLASHINFER_WORKSPACE_BASE": str(workspace),
+        **SMALL,
+        **extra,
+    }
+    argv = [sys.executable, str(ENTRY), "--ninja-only", "--compute-capability", "12.1"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("GB10_PREBUILD_NINJA ")]
+    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
+    return json.loads(lines[-1].split(" ", 1)[1])
+
+
+def test_stamp_records_the_build_ninja_the_serving_environment_writes(tmp_path):
+    """Issue 17 item 1: the stamp keys the build.ninja; --ninja-only gives the same text there and writes nothing."""
+    rc, first, out = prebuild(tmp_path)
+    assert rc == 0, out
+    build_dir = tmp_path / ".cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120"
+    ninja = (build_dir / "build.ninja").read_text()
+    assert first["stamp"]["ninja_sha256"] == fj.sha256_text(ninja)
+    log = (build_dir / ".ninja_log").read_text()
+    assert first["stamp"]["ninja_log_lines"] == len(log.splitlines())
+    assert first["stamp"]["ninja_log_sha256"] == fj.sha256_text(log)
+    assert first["stamp"]["steps"] == 7
+    same = ninja_only(tmp_path)
+    assert (same["sha256"], same["text"]) == (first["stamp"]["ninja_sha256"], ninja)
+    other = ninja_only(tmp_path, CC=shutil.which("gcc"))
+    assert other["sha256"] != same["sha256"]
+    assert (build_dir / "build.ninja").read_text() == ninja, "--ninja-only must not write build.ninja"
+    verdict = fj.ninja_identity("gb10-1", first["stamp"], ninja, other["text"])
+    assert not verdict["same"]
+    assert f"+nvcc = {shutil.which('gcc')}" in verdict["diff"]
+    assert "-nvcc = gcc" in verdict["diff"]
+    # The prebuild itself no longer calls the cache present for another CC: it rebuilds and restamps.
+    rc, again, out = prebuild(tmp_path, CC=shutil.which("gcc"))
+    assert (rc, again["status"]) == (0, "built"), out
+    assert again["stamp"]["ninja_sha256"] == other["sha256"]

@@ -1,26 +1,22 @@
-"""JitSpec of the stand-in: real C units compiled by gcc through ninja, with flashinfer 0.6.18's rules.
+"""JitSpec of the stand-in: real C units compiled by gcc through ninja, with flashinfer 0.6.18's names and rules.
 
 - debug flags when FLASHINFER_JIT_DEBUG (or, unset, FLASHINFER_JIT_VERBOSE) is "1" (gen_jit_spec);
 - ``ninja -j MAX_JOBS`` only when MAX_JOBS is all digits (cpp_ext._get_num_workers);
-- build_and_load always runs ninja, which has nothing to do when build.ninja and the sources are unchanged
-  (JitSpecNvcc.try_load trusts only AOT artifacts); ninja's output is printed when FLASHINFER_JIT_VERBOSE=1.
+- ``JitSpecNvcc.write_ninja`` writes ``cpp_ext.generate_ninja_build_for_op(...)`` (CC, CXX, CUDA_HOME, flags,
+  include paths, the cache's path) to ``<FLASHINFER_JIT_DIR>/<name>/build.ninja`` when it differs;
+  build_and_load always runs ninja, which has nothing to do only when build.ninja (every unit's command) and the
+  sources are unchanged: another CC rebuilds every unit, as in flashinfer (JitSpecNvcc.try_load trusts only AOT
+  artifacts). Ninja's output is printed when FLASHINFER_JIT_VERBOSE=1.
 """
 
 import ctypes
 import dataclasses
 import os
-import subprocess
 from pathlib import Path
 
 from . import env as jit_env
-
-
-def _write_if_different(path, content):
-    path = Path(path)
-    if path.exists() and path.read_text() == content:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content)
+from .cpp_ext import generate_ninja_build_for_op, run_ninja
+from .utils import write_if_different
 
 
 def is_debug():
@@ -29,77 +25,81 @@ def is_debug():
 
 
 @dataclasses.dataclass
-class JitSpec:
+class JitSpecNvcc:
     name: str
     sources: list[Path]
-    extra_cuda_cflags: list[str]
+    extra_cflags: list[str] | None
+    extra_cuda_cflags: list[str] | None
+    extra_ldflags: list[str] | None
+    extra_include_dirs: list[Path] | None
+    is_class: bool = False
+    needs_device_linking: bool = False
+
+    @property
+    def ninja_path(self):
+        return jit_env.FLASHINFER_JIT_DIR / self.name / "build.ninja"
 
     @property
     def build_dir(self):
         return jit_env.FLASHINFER_JIT_DIR / self.name
 
     @property
-    def ninja_path(self):
-        return self.build_dir / "build.ninja"
-
-    @property
     def jit_library_path(self):
-        return self.build_dir / f"{self.name}.so"
+        return jit_env.FLASHINFER_JIT_DIR / self.name / f"{self.name}.so"
+
+    def get_library_path(self):
+        return self.jit_library_path
 
     @property
     def is_compiled(self):
         return self.jit_library_path.exists()
 
     def write_ninja(self):
-        cc = os.environ.get("CC", "gcc")
-        lines = [
-            "ninja_required_version = 1.3",
-            f"cc = {cc}",
-            f"cflags = -fPIC {' '.join(self.extra_cuda_cflags)}",
-            "",
-            "rule compile",
-            "  command = $cc $cflags -MMD -MF $out.d -c $in -o $out",
-            "  depfile = $out.d",
-            "  deps = gcc",
-            "",
-            "rule link",
-            "  command = $cc -shared $in -o $out",
-            "",
-        ]
-        objects = []
-        for source in self.sources:
-            obj = f"{source.stem}.o"
-            objects.append(obj)
-            lines.append(f"build {obj}: compile {source}")
-        lines += ["", f"build {self.name}.so: link {' '.join(objects)}", f"default {self.name}.so", ""]
-        _write_if_different(self.ninja_path, "\n".join(lines))
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        content = generate_ninja_build_for_op(
+            name=self.name,
+            sources=self.sources,
+            extra_cflags=self.extra_cflags,
+            extra_cuda_cflags=self.extra_cuda_cflags,
+            extra_ldflags=self.extra_ldflags,
+            extra_include_dirs=self.extra_include_dirs,
+            needs_device_linking=self.needs_device_linking,
+        )
+        write_if_different(self.ninja_path, content)
 
-    def build(self):
-        command = ["ninja", "-v", "-C", str(self.build_dir), "-f", str(self.ninja_path)]
-        max_jobs = os.environ.get("MAX_JOBS")
-        if max_jobs is not None and max_jobs.isdigit():
-            command += ["-j", max_jobs]
-        verbose = os.environ.get("FLASHINFER_JIT_VERBOSE", "0") == "1"
-        try:
-            subprocess.run(
-                command,
-                stdout=None if verbose else subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                check=True,
-                text=True,
-            )
-        except subprocess.CalledProcessError as exc:
-            raise RuntimeError(f"Ninja build failed.\n{exc.output or ''}") from exc
+    def build(self, verbose=None, need_lock=False):
+        if verbose is None:
+            verbose = os.environ.get("FLASHINFER_JIT_VERBOSE", "0") == "1"
+        self.write_ninja()
+        run_ninja(self.build_dir, self.ninja_path, verbose)
+
+    def load(self, so_path=None):
+        return ctypes.CDLL(str(so_path or self.jit_library_path))
 
     def build_and_load(self):
-        self.build_dir.mkdir(parents=True, exist_ok=True)
-        self.write_ninja()
         self.build()
-        return ctypes.CDLL(str(self.jit_library_path))
+        return self.load()
 
 
-def gen_jit_spec(name, sources, extra_cuda_cflags=None):
+JitSpec = JitSpecNvcc
+
+
+def gen_jit_spec(
+    name,
+    sources,
+    extra_cflags=None,
+    extra_cuda_cflags=None,
+    extra_ldflags=None,
+    extra_include_paths=None,
+    needs_device_linking=False,
+):
     flags = ["-O0", "-g"] if is_debug() else ["-O3", "-DNDEBUG"]
-    return JitSpec(
-        name=name, sources=[Path(s) for s in sources], extra_cuda_cflags=flags + list(extra_cuda_cflags or [])
+    return JitSpecNvcc(
+        name=name,
+        sources=[Path(s) for s in sources],
+        extra_cflags=flags + list(extra_cflags or []),
+        extra_cuda_cflags=flags + list(extra_cuda_cflags or []),
+        extra_ldflags=extra_ldflags,
+        extra_include_dirs=[Path(p) for p in extra_include_paths] if extra_include_paths is not None else None,
+        needs_device_linking=needs_device_linking,
     )

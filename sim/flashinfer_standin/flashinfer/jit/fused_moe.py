@@ -7,7 +7,8 @@ GB10_STANDIN_MOE_UNITS (default 24) sets how many units; GB10_STANDIN_UNIT_WORK 
 import os
 
 from . import env as jit_env
-from .core import _write_if_different, gen_jit_spec
+from .core import gen_jit_spec
+from .utils import write_if_different
 
 _UNIT = """/* generated CUTLASS-instantiation stand-in {index} for sm{arch} */
 {functions}
@@ -36,7 +37,7 @@ def gen_cutlass_fused_moe_module(nvcc_flags, device_arch, use_fast_build=False):
     sources = []
     for index in range(units):
         path = output_dir / f"fused_moe_unit_{index}.generated.c"
-        _write_if_different(path, _unit(index, device_arch, work))
+        write_if_different(path, _unit(index, device_arch, work))
         sources.append(path)
     flags = list(nvcc_flags) + (["-DFAST_BUILD"] if use_fast_build else [])
     return gen_jit_spec(f"fused_moe_{device_arch}", sources, extra_cuda_cflags=flags)

@@ -304,3 +304,92 @@ def test_unrelated_earlyoom_kill_does_not_make_a_clean_log_an_oom():
     assert result["kind"] == "ok"
     assert result["compiler_kills"] == []
     assert result["kills"][0]["name"] == "java"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Issue 17: the build's own identity, rebuilds after a start, progress
+
+_PREBUILT = "cxx = /opt/gcc/bin/g++\ncuda_cflags = -ccbin /opt/gcc/bin/gcc $\n    -O3\nbuild a.o: cuda_compile a.cu\n"
+_SERVING = "cxx = /usr/bin/g++\ncuda_cflags = -ccbin /usr/bin/gcc $\n    -O3\nbuild a.o: cuda_compile a.cu\n"
+_LOG = "# ninja log v5\n0\t1500\t1\t/c/a.cuda.o\tx\n0\t61000\t1\t/c/b.cuda.o\ty\n61000\t62000\t1\t/c/m.so\tz\n"
+
+
+def test_pitfall_another_cc_in_the_serving_environment_is_refused_with_the_differing_lines():
+    stamp = {"module": "fused_moe_120", "ninja_sha256": fj.sha256_text(_PREBUILT)}
+    verdict = fj.ninja_identity("gb10-2", stamp, _PREBUILT, _SERVING)
+    assert not verdict["same"]
+    assert verdict["message"].startswith("gb10-2: the serving unit would rebuild fused_moe_120")
+    assert "2 line(s) differ" in verdict["message"]
+    assert "No serving unit was started." in verdict["message"]
+    assert "-cxx = /opt/gcc/bin/g++" in verdict["diff"]
+    assert "+cuda_cflags = -ccbin /usr/bin/gcc $" in verdict["diff"]
+
+
+def test_same_build_ninja_is_the_cache():
+    stamp = {"ninja_sha256": fj.sha256_text(_PREBUILT)}
+    assert fj.ninja_identity("gb10-1", stamp, _PREBUILT, _PREBUILT)["same"]
+
+
+def test_a_stamp_without_the_build_ninja_identity_is_not_trusted():
+    verdict = fj.ninja_identity("gb10-1", {"module": "m"}, _PREBUILT, _PREBUILT)
+    assert not verdict["same"]
+    assert "records no build.ninja sha256" in verdict["message"]
+
+
+def test_ninja_diff_is_trimmed():
+    many_a = "\n".join(f"a{i}" for i in range(100))
+    many_b = "\n".join(f"b{i}" for i in range(100))
+    diff = fj.ninja_diff(many_a, many_b, limit=10)
+    assert len(diff) == 11
+    assert diff[-1].startswith("... ")
+
+
+def test_ninja_log_summary_names_the_slowest_unit():
+    summary = fj.ninja_log_summary(_LOG)
+    assert summary == {
+        "ninja_log_lines": 4,
+        "ninja_log_sha256": fj.sha256_text(_LOG),
+        "worst_unit_seconds": 61.0,
+        "worst_unit": "b.cuda.o",
+        "steps": 3,
+    }
+
+
+def test_nothing_rebuilt_when_log_and_library_are_the_prebuilds():
+    stamp = {"module": "m", "library_sha256": "a" * 64, **fj.ninja_log_summary(_LOG)}
+    assert fj.rebuild_findings(stamp, _LOG, "a" * 64) == []
+
+
+def test_pitfall_a_rebuild_after_the_start_names_the_units_and_the_library():
+    stamp = {"module": "fused_moe_120", "library_sha256": "a" * 64, **fj.ninja_log_summary(_LOG)}
+    after = _LOG + "70000\t71000\t2\t/c/a.cuda.o\tq\n71000\t72000\t2\t/c/m.so\tr\n"
+    findings = fj.rebuild_findings(stamp, after, "b" * 64)
+    assert findings[0] == ".ninja_log has 6 lines, 4 at the prebuild: 2 unit(s) rebuilt (a.cuda.o, m.so)"
+    assert findings[1] == "fused_moe_120.so sha256 bbbbbbbbbbbb, the prebuild's aaaaaaaaaaaa"
+
+
+def test_progress_with_the_last_build_as_estimate():
+    lines = ["[1/97] nvcc a", "[2/97] nvcc b", "[37/97] nvcc c"]
+    progress = fj.build_progress(lines, 312, 20, 1800, {"seconds": 800, "node": "gb10-1"})
+    assert progress["message"] == "[37/97] 5m12s elapsed, about 8m08s left (last build 13m20s on gb10-1)"
+    assert (progress["k"], progress["n"], progress["stalled"]) == (37, 97, False)
+
+
+def test_progress_without_an_earlier_build_extrapolates():
+    progress = fj.build_progress(["[10/40] cc"], 100, 5, 600)
+    assert (
+        progress["message"]
+        == "[10/40] 1m40s elapsed, about 5m00s left (at this build's pace; no earlier build to go by)"
+    )
+
+
+def test_pitfall_a_build_that_makes_no_progress_is_named_stalled():
+    progress = fj.build_progress(["[10/40] cc"], 4000, 1900, 1800)
+    assert progress["stalled"]
+    assert "STALLED: no step finished for 31m40s, more than the worst case of one unit (30m00s)" in progress["message"]
+
+
+def test_stall_limit_from_the_last_builds_slowest_unit():
+    assert fj.stall_seconds(0, 1000) == 3000
+    assert fj.stall_seconds(0, 10) == fj.STALL_FLOOR_S
+    assert fj.stall_seconds(900, 400) == 900

@@ -31,7 +31,9 @@ def build(cache_dir, digest=DIGEST):
     library.parent.mkdir(parents=True)
     library.write_bytes(b"\x7fELF module")
     sha = hashlib.sha256(library.read_bytes()).hexdigest()
-    (library.parent / fj.STAMP_NAME).write_text(json.dumps(fj.stamp(digest, "0.6.18", "12.1", sha, 10, 1.0)))
+    (library.parent / "build.ninja").write_text("cxx = c++\n")
+    stamp = fj.stamp(digest, "0.6.18", "12.1", sha, 10, 1.0, ninja_sha256=fj.sha256_text("cxx = c++\n"))
+    (library.parent / fj.STAMP_NAME).write_text(json.dumps(stamp))
     return library
 
 
@@ -81,3 +83,19 @@ def test_debug_environment_and_no_room_are_problems(tmp_path):
     )
     assert len(result["problems"]) == 2
     assert result["max_jobs"] == 0
+
+
+def test_pitfall_build_ninja_rewritten_since_the_prebuild_means_build(tmp_path):
+    """Issue 17: a process with another CC rewrote build.ninja; the stamped .so alone no longer proves the cache."""
+    library = build(tmp_path)
+    (library.parent / "build.ninja").write_text("cxx = /usr/bin/g++\n")
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert not result["present"]
+    assert result["reason"].startswith("build.ninja changed since the prebuild")
+
+
+def test_last_build_figures_come_from_the_stamp(tmp_path):
+    build(tmp_path)
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert result["last_build"]["build_seconds"] == 1.0
+    assert result["last_build"]["max_jobs"] == 10

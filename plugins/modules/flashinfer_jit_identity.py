@@ -1,0 +1,215 @@
+#!/usr/bin/python
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Module gb10.serving.flashinfer_jit_identity: is the serving unit's build.ninja the prebuild's?"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: flashinfer_jit_identity
+short_description: Compare the build.ninja a serving unit would write with the one FlashInfer's prebuild wrote
+description:
+  - flashinfer 0.6.18 runs ninja before it loads a JIT module, and ninja rebuilds every unit whose command changed.
+    Anything in the serving process's environment that reaches build.ninja (CC, CXX, CUDA_HOME, FLASHINFER_*
+    variables, the arch list, include paths, the cache's container path) makes it rebuild the fused-MoE module at
+    its first MoE forward, beside the weights (issue 17, seed 004 "The CUTLASS saga").
+  - Writes the serving unit's environment files to a root-only scratch folder, runs the given C(docker run) argv
+    (the serving unit's own, rendered by the serving role, running the prebuild entry point with C(--ninja-only),
+    where generate_ninja_build_for_op returns the text and nothing is written to the cache), removes the files,
+    and compares the text's sha256 with the prebuild stamp's C(ninja_sha256).
+  - Fails, naming the node and the differing lines (a unified diff of the two build.ninja files, trimmed), when
+    they differ.
+options:
+  node:
+    description: The node's name, for the messages.
+    type: str
+    required: true
+  cache_dir:
+    description: The node's FlashInfer cache; every prebuild stamp in it for I(image) is checked.
+    type: path
+    required: true
+  image:
+    description: The image the serving unit runs (repository@sha256:...); stamps of other images are not its cache.
+    type: str
+    required: true
+  argv:
+    description:
+      - The C(docker run) argv of the throwaway container, ending in the entry point's C(--ninja-only); the module
+        appends C(--compute-capability) from each stamp. Its --env-file paths are those of I(env_files).
+    type: list
+    elements: str
+    required: true
+  env_files:
+    description: The serving unit's environment files, rendered (path and content); written 0600, removed after.
+    type: list
+    elements: dict
+    required: true
+  scratch_dir:
+    description: Root-only folder for those files and the serving unit's build.ninja (never the cache).
+    type: path
+    required: true
+  timeout:
+    description: Seconds one container may take.
+    type: int
+    default: 300
+attributes:
+  check_mode:
+    support: none
+    description: It starts a container; in check mode Ansible skips it.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gb10.serving maintainers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Compare the serving unit's build.ninja with the prebuild's
+  gb10.serving.flashinfer_jit_identity:
+    node: "{{ inventory_hostname }}"
+    cache_dir: /var/lib/gb10/flashinfer-cache
+    image: registry:5000/vllm@sha256:0123...
+    argv: [/usr/bin/docker, run, --rm, --env-file, /run/gb10/fi/engine.env, "...", --ninja-only]
+    env_files: [{path: /run/gb10/fi/engine.env, content: "CC=gcc\n"}]
+    scratch_dir: /run/gb10/fi
+"""
+
+RETURN = r"""
+checked:
+  description: The stamped modules compared (their build folders); empty when the cache holds none for the image.
+  type: list
+  elements: str
+  returned: success
+same:
+  description: Whether the serving unit writes the prebuild's build.ninja.
+  type: bool
+  returned: success
+sha256:
+  description: The sha256 of the serving unit's build.ninja.
+  type: str
+  returned: success
+diff:
+  description: Unified diff (no context) of the prebuild's build.ninja against the serving unit's, trimmed.
+  type: list
+  elements: str
+  returned: always
+message:
+  description: One line for the operator.
+  type: str
+  returned: always
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+
+MARKER = "GB10_PREBUILD_NINJA "
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _write_private(path, content):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+
+
+def _stamps(cache_dir, image):
+    found = []
+    for path in sorted(glob.glob(os.path.join(cache_dir, ".cache/flashinfer/*/*/cached_ops/*", fj.STAMP_NAME))):
+        text = _read(path)
+        try:
+            data = json.loads(text) if text else None
+        except ValueError:
+            data = None
+        if data and data.get("image_digest") == image:
+            found.append((os.path.dirname(path), data))
+    return found
+
+
+def _serving_ninja(module, params, capability):
+    argv = ["timeout", str(params["timeout"]), *params["argv"], "--compute-capability", str(capability)]
+    try:
+        for item in params["env_files"]:
+            _write_private(item["path"], item.get("content") or "")
+        rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    finally:
+        # The secrets file of the serving unit is one of them: never left behind.
+        for item in params["env_files"]:
+            if os.path.exists(item["path"]):
+                os.unlink(item["path"])
+    found = [line[len(MARKER) :] for line in out.splitlines() if line.startswith(MARKER)]
+    if rc != 0 or not found:
+        tail = (out + err).strip().splitlines()[-8:]
+        module.fail_json(
+            msg=f"{params['node']}: the throwaway container of the serving image could not generate the serving"
+            f" unit's build.ninja (rc {rc}): {' / '.join(tail)}. No serving unit was started.",
+            diff=[],
+        )
+    return json.loads(found[-1])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "node": {"type": "str", "required": True},
+            "cache_dir": {"type": "path", "required": True},
+            "image": {"type": "str", "required": True},
+            "argv": {"type": "list", "elements": "str", "required": True},
+            # The secrets file of the serving unit is one of them.
+            "env_files": {"type": "list", "elements": "dict", "required": True, "no_log": True},
+            "scratch_dir": {"type": "path", "required": True},
+            "timeout": {"type": "int", "default": 300},
+        },
+        supports_check_mode=False,
+    )
+    params = module.params
+    node = params["node"]
+    checked = []
+    sha = ""
+    for build_dir, stamp_data in _stamps(params["cache_dir"], params["image"]):
+        capability = stamp_data.get("compute_capability")
+        if not capability:
+            module.fail_json(
+                msg=f"{node}: the prebuild stamp in {build_dir} records no compute capability (stamped before"
+                " issue 17). Run the gb10.serving.flashinfer_jit role (site.yml does) to restamp it.",
+                diff=[],
+            )
+        serving = _serving_ninja(module, params, capability)
+        scratch = os.path.join(params["scratch_dir"], f"{serving['module']}.serving.ninja")
+        _write_private(scratch, serving["text"])
+        prebuilt = os.path.join(build_dir, "build.ninja")
+        verdict = fj.ninja_identity(node, stamp_data, _read(prebuilt), serving["text"])
+        if not verdict["same"]:
+            module.fail_json(
+                msg=verdict["message"]
+                + f" Differing lines (prebuild {prebuilt}, serving unit {scratch}): "
+                + " | ".join(line for line in verdict["diff"] if not line.startswith(("+++", "---", "@@"))),
+                diff=verdict["diff"],
+                sha256=serving["sha256"],
+            )
+        checked.append(build_dir)
+        sha = serving["sha256"]
+    message = (
+        f"{node}: the serving unit writes the prebuild's build.ninja for {', '.join(checked)}"
+        if checked
+        else f"{node}: no prebuilt FlashInfer module in {params['cache_dir']} for {params['image']}"
+    )
+    module.exit_json(changed=False, checked=checked, same=True, sha256=sha, diff=[], message=message)
+
+
+if __name__ == "__main__":
+    main()
