@@ -42,13 +42,15 @@ _SONAME_RE = re.compile(r"^lib(?P<name>[A-Za-z0-9_+-]+)\.so\.(?P<major>\d+)$")
 #     "-L$cuda_home/lib64/stubs", "-lcudart", "-lcuda"], then FLASHINFER_EXTRA_LDFLAGS, then the module's
 #     extra_ldflags; "rule link: command = $cxx $in $ldflags -o $out" with cxx = $CXX or "c++"
 #   flashinfer/jit/fused_moe.py gen_cutlass_fused_moe_module(): gen_jit_spec(..., extra_ldflags=["-lnvrtc"], ...)
-FLASHINFER_FLAGS = {
-    "0.6.18": {
-        "includes": ["$cuda_home/include"],
-        "ldflags": ["-shared", "-L$cuda_home/lib64", "-L$cuda_home/lib64/stubs", "-lcudart", "-lcuda"],
-        "module_ldflags": ["-lnvrtc"],
-    },
+_FLAGS_0_6 = {
+    "includes": ["$cuda_home/include"],
+    "ldflags": ["-shared", "-L$cuda_home/lib64", "-L$cuda_home/lib64/stubs", "-lcudart", "-lcuda"],
+    "module_ldflags": ["-lnvrtc"],
 }
+# 0.6.17: the same three lists, read by flags_from_source() from flashinfer_python-0.6.17-py3-none-any.whl's
+# jit/cpp_ext.py and jit/fused_moe.py (PyPI), so an image whose ray layer moved the pin to it still gets its gaps
+# closed and reaches the image gate, which names the moved pin.
+FLASHINFER_FLAGS = {"0.6.17": _FLAGS_0_6, "0.6.18": _FLAGS_0_6}
 # The flashinfer-python the collection pins (roles/flashinfer_jit flashinfer_jit_version); used when none is installed.
 PINNED_FLASHINFER = "0.6.18"
 

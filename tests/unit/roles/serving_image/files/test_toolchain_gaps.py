@@ -86,7 +86,7 @@ def test_flags_fall_back_to_the_table_with_the_version_named(tmp_path):
     assert flags == FLAGS
     assert source.startswith("table FLASHINFER_FLAGS['0.6.18'] (") and "cpp_ext.py: No such file" in source
     flags, source = tg.flashinfer_flags(lambda _name: Spec, lambda _dist: "0.7.0")
-    assert flags is None and "flashinfer-python 0.7.0" in source and "['0.6.18']" in source
+    assert flags is None and "flashinfer-python 0.7.0" in source and "['0.6.17', '0.6.18']" in source
 
 
 def test_flags_read_from_the_installed_package_first(tmp_path):
