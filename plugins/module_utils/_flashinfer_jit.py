@@ -18,7 +18,9 @@ taken from the source of the pinned flashinfer-python release (0.6.18) and from 
   digits; anything else is silently ignored and ninja runs one job per core plus two.
 """
 
+import hashlib
 import math
+import os
 import re
 
 from ansible_collections.gb10.serving.plugins.module_utils import _earlyoom
@@ -593,3 +595,14 @@ def stall_seconds(stated, last_worst_unit_s, floor_s=STALL_FLOOR_S, factor=3):
     if stated and stated > 0:
         return int(stated)
     return int(max(floor_s, factor * float(last_worst_unit_s or 0)))
+
+
+def file_sha256(path):
+    """sha256 of a file's bytes, read in 1 MiB chunks (a 64 MB .so); None when there is no such file."""
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -123,7 +123,6 @@ last_build:
   returned: always
 """
 
-import hashlib
 import json
 import os
 
@@ -143,16 +142,6 @@ def _mem_available_mib():
 def _machine():
     """The node's CPU architecture as the kernel names it (x86_64, aarch64): the per-job figure depends on it."""
     return os.uname().machine
-
-
-def _sha256(path):
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _stamp(path):
@@ -182,7 +171,7 @@ def run(params):
         "compute_capability": params["compute_capability"],
     }
     found = _stamp(host["stamp"])
-    present, reason = fj.cache_state(wanted, found, _sha256(host["library"]), _sha256(host["ninja"]))
+    present, reason = fj.cache_state(wanted, found, fj.file_sha256(host["library"]), fj.file_sha256(host["ninja"]))
     # The last finished build of this module on this node, whatever it was built for: the estimate of the next.
     last_build = (
         {key: found.get(key) for key in ("build_seconds", "steps", "worst_unit_seconds", "max_jobs")}

@@ -62,7 +62,6 @@ message:
 """
 
 import glob
-import hashlib
 import json
 import os
 
@@ -79,16 +78,6 @@ def _read(path):
         return None
 
 
-def _sha256(path):
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def run(params):
     modules = []
     for path in sorted(
@@ -102,7 +91,9 @@ def run(params):
             continue
         build_dir = os.path.dirname(path)
         library = os.path.join(build_dir, f"{stamp_data.get('module', os.path.basename(build_dir))}.so")
-        findings = fj.rebuild_findings(stamp_data, _read(os.path.join(build_dir, ".ninja_log")) or "", _sha256(library))
+        findings = fj.rebuild_findings(
+            stamp_data, _read(os.path.join(build_dir, ".ninja_log")) or "", fj.file_sha256(library)
+        )
         modules.append({"module": stamp_data.get("module"), "build_dir": build_dir, "findings": findings})
     rebuilt = [m for m in modules if m["findings"]]
     if rebuilt:
