@@ -36,9 +36,9 @@ DEFAULT_PORTS = {
     "runtime_env_agent": 6384,
     "client_server": 10001,
     "dashboard_agent_listen": 52365,
-    # one port per Ray worker process (a vLLM rank is one; Ray prestarts a few per node): 100 is ample on a GB10
+    # one port per Ray worker or driver process (a vLLM rank is one; Ray prestarts up to one per CPU): ample
     "min_worker": 10002,
-    "max_worker": 10101,
+    "max_worker": 10999,
 }
 
 

@@ -58,7 +58,7 @@ def test_tensor_parallel_table_lets_ray_in_from_the_peers_only(tmp_path):
     assert lines.index("table inet gb10_ray") < lines.index("delete table inet gb10_ray")
     assert "flush ruleset" not in text and "table ip filter" not in text
     assert "elements = { 192.168.200.11, 192.168.200.12 }" in lines
-    assert "elements = { 6379, 6380, 6381, 6382, 6383, 6384, 10001, 52365, 10002-10101 }" in lines
+    assert "elements = { 6379, 6380, 6381, 6382, 6383, 6384, 10001, 52365, 10002-10999 }" in lines
     chain = lines[lines.index("ct state established,related accept") :]
     assert chain[:4] == [
         "ct state established,related accept",

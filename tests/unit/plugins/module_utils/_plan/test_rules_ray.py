@@ -18,7 +18,7 @@ HEAD_PORTS = [
     "--runtime-env-agent-port=6384",
     "--ray-client-server-port=10001",
     "--min-worker-port=10002",
-    "--max-worker-port=10101",
+    "--max-worker-port=10999",
 ]
 
 
@@ -60,7 +60,7 @@ def test_ray_auth_mode_is_in_every_ranks_env_and_the_token_nowhere_in_the_plan()
         "auth": "token",
         "firewall": True,
         "ports": ray_mod.DEFAULT_PORTS,
-        "worker_ports": [10002, 10101],
+        "worker_ports": [10002, 10999],
         "peers": ["192.168.200.11", "192.168.200.12"],
         "listen": {
             "spark-a": [6379, 6380, 6381, 6382, 6383, 6384, 10001, 52365],
@@ -89,11 +89,11 @@ def test_ray_settings():
     violation = only(run(tp(ray={"ports": {"node_manager": 6379}})), "ray_settings")
     assert "gcs and node_manager are all 6379" in violation["message"]
     violation = only(run(tp(ray={"ports": {"client_server": 10050}})), "ray_settings")
-    assert "client_server (10050) lies in the worker range 10002-10101" in violation["message"]
+    assert "client_server (10050) lies in the worker range 10002-10999" in violation["message"]
     violation = only(run(tp(ray={"ports": {"metrics_export": 8000}})), "ray_settings")
     assert "metrics_export and vLLM's port are all 8000" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"min_worker": 10200}})), "ray_settings")
-    assert "min_worker 10200 is above max_worker 10101" in violation["message"]
+    violation = only(run(tp(ray={"ports": {"min_worker": 11000}})), "ray_settings")
+    assert "min_worker 11000 is above max_worker 10999" in violation["message"]
     violation = only(run(tp(env={"RAY_AUTH_MODE": "disabled"})), "ray_settings")
     assert violation["value"] == "RAY_AUTH_MODE" and "ray.auth" in violation["message"]
     violation = only(run(tp(ray={"firewal": False})), "ray_settings")
@@ -104,7 +104,7 @@ def test_ray_settings():
 
 def test_ray_open():
     violation = only(run(tp(ray={"auth": "disabled", "firewall": False})), "ray_open")
-    assert "6379" in violation["message"] and "10002-10101" in violation["message"]
+    assert "6379" in violation["message"] and "10002-10999" in violation["message"]
     assert "spark-a, spark-b" in violation["message"] and "ray.auth: token" in violation["message"]
     # one fence is enough to plan (both is the default); the plan says which one is up
     for fence in ({"auth": "disabled"}, {"firewall": False}):
