@@ -90,3 +90,24 @@ def test_tp_engine_unit_joins_the_head_with_host_ipc_and_the_token():
     env_files = [opts[i + 1] for i, w in enumerate(opts) if w == "--env-file"]
     assert env_files[-1] == "/etc/gb10/serving/ray.env" and "/etc/gb10/serving/secrets.env" in env_files
     assert PLAN_MOUNTS_HF in opts and "--shm-size" not in opts
+
+
+def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
+    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    env.filters["combine"] = lambda a, b: {**a, **b}
+    text = env.get_template("engine.env.j2").render(
+        ansible_managed="managed",
+        _serving_node={"env": {"MAX_JOBS": "2", "RAY_AUTH_MODE": "token"}},
+        _serving_container_hf_modules="/root/.cache/hf-modules",
+        serving_flashinfer_workspace_base="/root/.cache/flashinfer-workspace",
+    )
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "FLASHINFER_WORKSPACE_BASE=/root/.cache/flashinfer-workspace",
+        "HF_MODULES_CACHE=/root/.cache/hf-modules",
+        "MAX_JOBS=2",
+        "RAY_AUTH_MODE=token",
+    ]
+    modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_container_hf_modules"]
+    assert not modules.startswith("/root/.cache/huggingface/")
