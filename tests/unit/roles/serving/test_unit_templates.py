@@ -111,3 +111,38 @@ def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
     ]
     modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_container_hf_modules"]
     assert not modules.startswith("/root/.cache/huggingface/")
+
+
+def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
+    import sys
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import replicas, run, tp
+
+    role_vars = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+    }
+    seen = {}
+    for name, plan, host in (
+        ("tp", run(tp()), "spark-b"),
+        ("tp-noauth", run(tp(ray={"auth": "disabled"})), "spark-a"),
+        ("replicas", run(replicas()), "spark-a"),
+    ):
+        variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
+        variables.update(
+            gb10_plan=plan, inventory_hostname=host, gb10_hf_cache_dir="/h", gb10_flashinfer_cache_dir="/f"
+        )
+        templar = Templar(loader=DataLoader(), variables=variables)
+        seen[name] = [
+            templar.template(trust_as_template("{{ " + k + " }}"))
+            for k in ("_serving_tp", "_serving_ray_auth", "_serving_ray_head")
+        ]
+    assert seen == {
+        "tp": [True, True, "spark-a"],
+        "tp-noauth": [True, False, "spark-a"],
+        "replicas": [False, False, "spark-a"],
+    }
