@@ -27,6 +27,7 @@ PORT_OPTIONS = {
     "client_server": "--ray-client-server-port",
 }
 HEAD_ONLY = ("gcs", "client_server")
+RAY_DASHBOARD_PORT = 8265  # ray_constants.DEFAULT_DASHBOARD_PORT of Ray 2.60.0
 DEFAULT_PORTS = {
     "gcs": 6379,
     "node_manager": 6380,
@@ -86,6 +87,9 @@ def port_clashes(ports, serving_port):
         owners.setdefault(ports[key], []).append(key)
     if isinstance(serving_port, int):
         owners.setdefault(serving_port, []).append("vLLM's port")
+    # ray start reserves its --dashboard-port (8265 unless given) even with the dashboard off, and refuses a component
+    # on a reserved port (ray/_private/parameter.py update_pre_selected_port).
+    owners.setdefault(RAY_DASHBOARD_PORT, []).append("Ray's reserved dashboard port")
     for port, keys in sorted(owners.items()):
         if len(keys) > 1:
             clashes.append(f"{' and '.join(keys)} are all {port}")

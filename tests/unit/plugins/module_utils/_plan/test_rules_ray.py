@@ -92,6 +92,8 @@ def test_ray_settings():
     assert "client_server (10050) lies in the worker range 10002-10999" in violation["message"]
     violation = only(run(tp(ray={"ports": {"metrics_export": 8000}})), "ray_settings")
     assert "metrics_export and vLLM's port are all 8000" in violation["message"]
+    violation = only(run(tp(ray={"ports": {"runtime_env_agent": 8265}})), "ray_settings")
+    assert "runtime_env_agent and Ray's reserved dashboard port are all 8265" in violation["message"]
     violation = only(run(tp(ray={"ports": {"min_worker": 11000}})), "ray_settings")
     assert "min_worker 11000 is above max_worker 10999" in violation["message"]
     violation = only(run(tp(env={"RAY_AUTH_MODE": "disabled"})), "ray_settings")
