@@ -25,8 +25,22 @@ def systemd_exec(argv):
     return _wrap(_units.exec_line, list(argv))
 
 
-def serving_docker_run(argv, name, image, env_files=(), mounts=(), capabilities=(), gpus="", extra=()):
-    return _wrap(_units.docker_run_argv, name, image, list(argv), env_files, mounts, capabilities, gpus, extra)
+def serving_docker_run(
+    argv, name, image, env_files=(), mounts=(), capabilities=(), gpus="", extra=(), ipc_host=False, shm_size=""
+):
+    return _wrap(
+        _units.docker_run_argv,
+        name,
+        image,
+        list(argv),
+        env_files,
+        mounts,
+        capabilities,
+        gpus,
+        extra,
+        ipc_host,
+        shm_size,
+    )
 
 
 def docker_env_file(env):

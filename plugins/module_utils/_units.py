@@ -49,19 +49,30 @@ def env_file_lines(env):
     return lines
 
 
-def docker_run_argv(name, image, argv, env_files=(), mounts=(), capabilities=(), gpus="", extra=()):
-    """The `docker run` of one serving container: host network and IPC, explicit capabilities (a node refuses
-    --privileged), removed on exit, the program given as --entrypoint so that the image's own ENTRYPOINT (the
-    vLLM images' is `vllm serve`) cannot double it.
+def docker_run_argv(
+    name, image, argv, env_files=(), mounts=(), capabilities=(), gpus="", extra=(), ipc_host=False, shm_size=""
+):
+    """The `docker run` of one serving container: host network, every capability dropped and only
+    ``capabilities`` added back (a node refuses --privileged), no-new-privileges, removed on exit, the program
+    given as --entrypoint so that the image's own ENTRYPOINT (the vLLM images' is `vllm serve`) cannot double it.
 
+    ipc_host: the host's IPC namespace and /dev/shm (tensor-parallel: Ray's object store and vLLM's Ray driver
+    share /dev/shm with the raylet); otherwise a private one of ``shm_size`` (Docker's default 64 MiB when empty).
     mounts: [{"source": host path, "target": container path, "read_only": bool}]
     """
     if not argv:
         raise ValueError(f"{name}: the plan gives no command for this container")
     if not DIGEST_REF_RE.match(str(image)):
         raise ValueError(f"{name}: image {image!r} is not pinned by digest (repository@sha256:...)")
-    run = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host", "--ipc", "host"]
+    run = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host"]
+    if ipc_host:
+        run += ["--ipc", "host"]
+    elif shm_size:
+        run += ["--shm-size", str(shm_size)]
+    run += ["--cap-drop", "ALL"]
     run += [arg for cap in sorted(set(capabilities)) for arg in ("--cap-add", cap)]
+    # setuid binaries and file capabilities in the image gain nothing: the container keeps what it started with.
+    run += ["--security-opt", "no-new-privileges"]
     if gpus:
         run += ["--gpus", str(gpus)]
     run += [arg for path in env_files for arg in ("--env-file", path)]

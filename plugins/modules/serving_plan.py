@@ -101,6 +101,13 @@ plan:
         vLLM serves with), requests_at_full_context, tightest_node and headroom_gib, and heads (num_heads,
         num_kv_heads, tensor_parallel_size, checked, fit).
       type: dict
+    ray:
+      description: >-
+        Tensor-parallel only (null for replicas): Ray's fence. auth (token or disabled; the mode reaches every
+        rank's env as RAY_AUTH_MODE, the token never the plan), firewall (whether roles/fabric_firewall fences the
+        ports), ports (every Ray port by name, fixed in ray_start), worker_ports ([min, max]), peers (the group's
+        fabric addresses, the only sources let in) and listen (per host, the single ports Ray listens on).
+      type: dict
     violations:
       description: Same as RV(violations).
       type: list

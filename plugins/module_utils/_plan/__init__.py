@@ -24,6 +24,7 @@ from . import rules_options  # noqa: F401
 from . import rules_nodes  # noqa: F401
 from . import rules_inputs  # noqa: F401
 from . import rules_tp  # noqa: F401
+from . import rules_ray  # noqa: F401
 from . import rules_memory  # noqa: F401
 from . import rules_proxy_vip  # noqa: F401
 
@@ -37,6 +38,7 @@ from .context import (
     TOPOLOGIES,
     Context,
     derive,
+    ray_fence,
     snapshot_dir,
 )
 from .render import format_plan
@@ -78,6 +80,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         "model": None,
         "nodes": {},
         "group": None,
+        "ray": None,
         "violations": registry.run(ctx, stage="profile"),
     }
     if result["violations"]:
@@ -94,4 +97,5 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     )
     result["tensor_parallel_size"] = ctx.tp_size
     result["bind_all_interfaces"] = ctx.bind_all_interfaces
+    result["ray"] = ray_fence(ctx)
     return result

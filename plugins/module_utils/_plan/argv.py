@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 
 from .. import _vllm_catalog
+from . import ray as _ray
 from .inputs import secret_flag
 from .violation import ALL_NODES, violation
 
-RAY_PORT = 6379
+RAY_PORT = 6379  # Ray's default GCS port, the plan's default ray.ports.gcs
 ALL_INTERFACES = "0.0.0.0"
 
 # Options the plan writes itself from the profile's structured fields or per-node overrides; giving them in
@@ -210,24 +211,33 @@ def serve_argv(ctx, host):
     return argv + ctx.option_argv
 
 
-def ray_start(role, address, head_address):
+def ray_start(role, address, head_address, ports=None):
+    """``ray start`` of a tensor-parallel rank at its fabric address, every port fixed (``ray.py``), no dashboard.
+
+    Authentication is not in argv: ``RAY_AUTH_MODE`` comes from the plan's env, the token from the serving role's
+    root-only ray.env (Ray reads both only from the environment)."""
+    ports = ports or _ray.DEFAULT_PORTS
     if role == "ray_head":
         return [
             "ray",
             "start",
             "--head",
             f"--node-ip-address={address}",
-            f"--port={RAY_PORT}",
+            *_ray.port_argv(ports, role),
             "--num-gpus=1",
-            # No dashboard: nothing here reads it, and on a loaded head it is the heaviest Ray process.
+            # No dashboard: nothing here reads it, it is one more HTTP entry point that runs jobs, and on a loaded
+            # head it is the heaviest Ray process. --include-dashboard is head-only in ray start.
             "--include-dashboard=false",
+            # An air-gapped site: no usage report leaves the head (head-only in effect).
+            "--disable-usage-stats",
             "--block",
         ]
     return [
         "ray",
         "start",
-        f"--address={head_address}:{RAY_PORT}",
+        f"--address={head_address}:{ports['gcs']}",
         f"--node-ip-address={address}",
+        *_ray.port_argv(ports, role),
         "--num-gpus=1",
         "--block",
     ]

@@ -15,6 +15,7 @@ import ipaddress
 
 from .. import _memory, _vllm_catalog
 from . import argv as _argv
+from . import ray as _ray
 from . import tp as _tp
 from .inputs import secret_env_name
 from .violation import ALL_NODES, violation
@@ -167,6 +168,7 @@ def _derive_profile_values(ctx):
     ctx.port = ctx.number(profile.get("port"), DEFAULT_PORT, "port", cast=int)
     ctx.bind_all_interfaces = profile.get("bind_all_interfaces") is True
     ctx.group_share, ctx.share_set_by = _tp.group_setting(profile, ctx.head, "gpu_memory_utilization")
+    ctx.ray_auth, ctx.ray_firewall, ctx.ray_ports, ctx.ray_problems = _ray.settings(profile)
 
 
 def _derive_node(ctx, host):
@@ -220,13 +222,15 @@ def _derive_node(ctx, host):
                 "NCCL_SOCKET_IFNAME": str(ifname),
                 "GLOO_SOCKET_IFNAME": str(ifname),
                 "RAY_memory_monitor_refresh_ms": "0",
+                # Ray reads the mode from the environment only; the token is in the serving role's ray.env.
+                "RAY_AUTH_MODE": ctx.ray_auth,
             }
         )
     env.update(ctx.profile_env)
     # a secret in the profile's env is refused (env_secret) and never printed with the plan
     entry["env"] = {k: ("(secret: refused)" if secret_env_name(k) else v) for k, v in sorted(env.items())}
     if ctx.tensor_parallel:
-        entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address)
+        entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address, ctx.ray_ports)
 
     share_ok = not isinstance(share, bool) and isinstance(share, (int, float)) and 0 < share <= 0.98
     memory = None
@@ -269,6 +273,23 @@ def _derive_node(ctx, host):
         "given_snapshot": given,
         "snapshot_problem": snapshot_problem,
         "memory": memory,
+    }
+
+
+def ray_fence(ctx):
+    """What fences Ray in tensor-parallel (None in replicas): the auth mode, whether the firewall is wanted, the
+    fixed ports, the peers (the group's fabric addresses) and each node's listening ports, for the serving and
+    fabric_firewall roles."""
+    if not ctx.tensor_parallel:
+        return None
+    peers = sorted({str(ctx.per_node[h]["address"]) for h in ctx.hosts if ctx.per_node[h]["address"]})
+    return {
+        "auth": ctx.ray_auth,
+        "firewall": ctx.ray_firewall,
+        "ports": dict(ctx.ray_ports),
+        "worker_ports": [ctx.ray_ports["min_worker"], ctx.ray_ports["max_worker"]],
+        "peers": peers,
+        "listen": {h: _ray.listening_ports(ctx.ray_ports, ctx.per_node[h]["role"]) for h in ctx.hosts},
     }
 
 

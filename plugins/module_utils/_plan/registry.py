@@ -5,7 +5,7 @@
 
 A rule is a function from a planning context to an iterable of violations of that rule, registered with
 ``@rule(name, pitfall=...)``. ``pitfall`` names the field report and section it prevents (``seed 004: ...``)
-or ``input validation``. Rules run in registration order (the order of the ``rules_*`` imports in
+, ``issue NN: ...`` or ``input validation``. Rules run in registration order (the order of the ``rules_*`` imports in
 ``__init__.py``, then the order in each file), so a plan lists its violations in the same order every time.
 """
 

@@ -78,6 +78,22 @@ def format_plan(result):
     ]
     if result.get("bind_all_interfaces"):
         lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
+    fence = result.get("ray")
+    if fence:
+        ports = fence["ports"]
+        lines.append(
+            "ray fence: auth {} ({}), firewall {} (peers {}), ports fixed (gcs {}, workers {}-{}), no dashboard".format(
+                fence["auth"],
+                "RAY_AUTH_MODE=token, the token in the serving role's root-only ray.env"
+                if fence["auth"] == "token"
+                else "NONE: anyone who reaches Ray's ports runs code",
+                "on" if fence["firewall"] else "OFF",
+                ", ".join(fence["peers"]) or "none",
+                ports["gcs"],
+                ports["min_worker"],
+                ports["max_worker"],
+            )
+        )
     for host, entry in sorted(result["nodes"].items()):
         lines.append("")
         lines.append(f"== {host} ({entry['role']})")

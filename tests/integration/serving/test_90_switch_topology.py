@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _third_party import connect_from_third_container
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
+from ansible_collections.gb10.serving.plugins.module_utils._plan import ray as _ray
 
 SWITCH = "playbooks/switch_topology.yml"
 NODES = ("spark-1", "spark-2")
@@ -28,6 +30,8 @@ RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
     "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))"
 )
+# ray.init without the site's token: the cluster must refuse it (RAY_AUTH_MODE=token on every rank).
+RAY_WRONG_TOKEN = "import ray; ray.init(address='auto', logging_level='ERROR'); print('CONNECTED')"
 
 
 class Load:
@@ -104,6 +108,7 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
         site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
     )
     assert alive == sorted(site.node_ip(node) for node in NODES), alive
+    _assert_ray_fenced(site)
 
     # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
     assert set(site.backend_states()) == {"spark-1"}
@@ -139,7 +144,56 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
     for node in NODES:
         for unit in TP_UNITS[node]:
             assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
+        # no Ray in replicas: the firewall's table is gone with it
+        assert site.exec(node, "nft", "list", "table", "inet", "gb10_ray", check=False).returncode != 0, node
     site.wait_all_ready()
+
+
+def _assert_ray_fenced(site):
+    """Issue 18: from a third container on the simulation's network Ray's ports are refused, though Ray listens on
+    them and the same container reaches the proxy; the nodes themselves formed the cluster (asserted above); a
+    client without the site's token is refused too; the TP containers run hardened."""
+    ports = _ray.DEFAULT_PORTS
+    workers = list(range(ports["min_worker"], ports["max_worker"] + 1))
+    head, worker = (site.node_ip(node) for node in NODES)
+    listening = site.exec("spark-1", "ss", "-ltnH").stdout
+    assert f":{ports['gcs']} " in listening, listening  # Ray's GCS is up: a refusal below is the firewall
+    for node, address in (("spark-1", head), ("spark-2", worker)):
+        fenced = _ray.listening_ports(ports, "ray_head" if node == "spark-1" else "ray_worker") + workers
+        seen = connect_from_third_container(site, address, [*fenced, 8080] if node == "spark-1" else fenced)
+        opened = {port: state for port, state in seen.items() if state == "open" and port != 8080}
+        print(f"\nthird container -> {node} {address}: {len(fenced)} Ray ports, open: {opened or 'none'}")
+        assert opened == {}, (node, opened)
+        if node == "spark-1":
+            assert seen[8080] == "open", seen[8080]  # the proxy answers it: the network is reachable
+        table = site.exec(node, "nft", "list", "table", "inet", "gb10_ray").stdout
+        assert head in table and worker in table, table
+    wrong = site.exec(
+        "spark-1",
+        "docker",
+        "exec",
+        "-e",
+        "RAY_AUTH_TOKEN=" + "0" * 64,
+        "gb10-ray-head",
+        "timeout",
+        "60",
+        "python3",
+        "-c",
+        RAY_WRONG_TOKEN,
+        check=False,
+        timeout=120,
+    )
+    print(f"ray.init with a wrong token: rc={wrong.returncode} {(wrong.stderr or wrong.stdout)[-300:]!r}")
+    assert wrong.returncode != 0 and "CONNECTED" not in wrong.stdout, wrong.stdout
+    for container in ("gb10-ray-head", "gb10-vllm-tp"):
+        host_config = json.loads(
+            site.exec("spark-1", "docker", "inspect", "-f", "{{json .HostConfig}}", container).stdout
+        )
+        caps = {key: [c.removeprefix("CAP_") for c in host_config[key] or []] for key in ("CapDrop", "CapAdd")}
+        assert caps == {"CapDrop": ["ALL"], "CapAdd": ["IPC_LOCK"]}, (container, caps)
+        assert "no-new-privileges" in host_config["SecurityOpt"] and host_config["IpcMode"] == "host", container
+    modes = site.exec("spark-1", "stat", "-c", "%a %n", "/var/lib/gb10/ray", "/etc/gb10/serving/ray.env").stdout
+    assert modes.split() == ["700", "/var/lib/gb10/ray", "600", "/etc/gb10/serving/ray.env"], modes
 
 
 def _active(sim, node, unit):

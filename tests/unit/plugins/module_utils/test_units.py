@@ -31,22 +31,46 @@ def test_systemd_quoting_keeps_json_specifiers_and_variables_intact():
     ]
 
 
-def test_docker_run_uses_host_network_ipc_caps_entrypoint_and_digest():
+def test_docker_run_uses_host_network_drops_caps_entrypoint_and_digest():
     argv = _units.docker_run_argv(
         "gb10-vllm",
         IMAGE,
         ["vllm", "serve", "/root/.cache/huggingface/hub/x", "--port", "8000"],
         env_files=["/etc/gb10/serving/engine.env", "/etc/gb10/serving/secrets.env"],
-        mounts=[{"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface"}],
-        capabilities=["SYS_NICE", "IPC_LOCK"],
+        mounts=[{"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface", "read_only": True}],
+        shm_size="8g",
     )
-    assert argv[:9] == ["/usr/bin/docker", "run", "--rm", "--name", "gb10-vllm", "--network", "host", "--ipc", "host"]
+    assert argv[:7] == ["/usr/bin/docker", "run", "--rm", "--name", "gb10-vllm", "--network", "host"]
+    # a replica: a private IPC namespace with a /dev/shm of its own size, every capability dropped
+    assert argv[7:13] == ["--shm-size", "8g", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    assert "--ipc" not in argv and "--cap-add" not in argv
     assert "--privileged" not in argv and "--gpus" not in argv
-    assert argv[9:13] == ["--cap-add", "IPC_LOCK", "--cap-add", "SYS_NICE"]
     assert argv[argv.index("--entrypoint") : argv.index(IMAGE) + 1] == ["--entrypoint", "vllm", IMAGE]
     assert argv[argv.index(IMAGE) + 1 :] == ["serve", "/root/.cache/huggingface/hub/x", "--port", "8000"]
     assert argv.count("--env-file") == 2
-    assert "/var/lib/gb10/hf-cache:/root/.cache/huggingface" in argv
+    assert "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro" in argv
+
+
+def test_docker_run_tensor_parallel_host_ipc_and_only_the_caps_given():
+    argv = _units.docker_run_argv(
+        "gb10-ray-head",
+        IMAGE,
+        ["ray", "start", "--head"],
+        capabilities=["IPC_LOCK", "IPC_LOCK"],
+        ipc_host=True,
+        shm_size="8g",
+    )
+    assert argv[7:15] == [
+        "--ipc",
+        "host",
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "IPC_LOCK",
+        "--security-opt",
+        "no-new-privileges",
+    ]
+    assert "--shm-size" not in argv  # the host's /dev/shm: a size would not apply
 
 
 def test_docker_run_refuses_a_tag_and_an_empty_command():

@@ -15,7 +15,7 @@ from _plan_fixtures import REPO, nodes, plan_mod, run, tp
 registry = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.registry")
 violation_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.violation")
 
-_PITFALL_RE = re.compile(r"^(seed \d{3}: \S.*|input validation)$")
+_PITFALL_RE = re.compile(r"^(seed \d{3}: \S.*|issue \d+: \S.*|input validation)$")
 
 
 def _test_names():
@@ -33,7 +33,7 @@ def test_every_registered_rule_has_a_test_named_after_it():
 
 def test_every_registered_rule_records_its_pitfall():
     wrong = {name: r.pitfall for name, r in registry.RULES.items() if not _PITFALL_RE.match(r.pitfall)}
-    assert wrong == {}, "pitfall must be 'seed NNN: <section>' or 'input validation'"
+    assert wrong == {}, "pitfall must be 'seed NNN: <section>', 'issue NN: <item>' or 'input validation'"
 
 
 def test_both_planners_register_their_rules():

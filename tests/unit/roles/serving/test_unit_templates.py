@@ -1,0 +1,148 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The serving unit templates render the hardened docker run (issue 18 item 6): every capability dropped and only
+the justified ones back, no-new-privileges, the HF cache read-only, host IPC only in tensor-parallel, Ray's token
+from its own root-only env file and the serving secrets kept out of the Ray units."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from ansible_collections.gb10.serving.plugins.filter.serving_units import FilterModule
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "serving"
+IMAGE = "registry:5000/vllm@sha256:" + "0" * 64
+PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
+
+
+def _render(template, role, argv=None, ray_start=None):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
+    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    config = "/etc/gb10/serving"
+    values = {
+        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
+        "ansible_managed": "managed",
+        "gb10_fabric_address": "192.168.200.11",
+        "serving_docker_gpus": "all",
+        "_serving_node": {"role": role, "argv": argv or [], "ray_start": ray_start or []},
+        "_serving_plan": {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
+        "_serving_conflicts": {"replica": ["gb10-ray-head.service"], "tensor_parallel": ["gb10-vllm.service"]},
+        "item": {"container": {"replica": "gb10-vllm", "ray_head": "gb10-ray-head"}.get(role, "gb10-ray-worker")},
+        "__serving_image": IMAGE,
+        "_serving_engine_env_file": f"{config}/engine.env",
+        "_serving_secrets_env_file": f"{config}/secrets.env",
+        "_serving_ray_env_file": f"{config}/ray.env",
+        "_serving_mounts": [
+            {"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface", "read_only": True},
+            {"source": "/var/lib/gb10/flashinfer-cache", "target": "/root/.cache/flashinfer-workspace"},
+        ],
+        "_serving_ray_mounts": [{"source": "/var/lib/gb10/ray/tmp", "target": "/tmp/ray"}],
+    }
+    text = env.get_template(template).render(**values)
+    exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    return shlex.split(exec_start[len("ExecStart=") :])
+
+
+def _opts(argv):
+    return argv[: argv.index("--entrypoint")]
+
+
+def test_role_vars_mount_the_hf_cache_read_only_and_ray_tmp_under_a_root_only_parent():
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    hf = next(m for m in variables["_serving_mounts"] if m["target"] == "{{ _serving_container_hf_cache }}")
+    assert hf["read_only"] is True
+    assert variables["_serving_ray_tmp_dir"] == "{{ serving_ray_dir }}/tmp"
+    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    dirs = {d["path"]: d["mode"] for d in install[0]["loop"]}
+    assert dirs["{{ serving_ray_dir }}"] == "0700" and dirs["{{ _serving_ray_tmp_dir }}"] == "0777"
+
+
+def test_replica_unit_drops_every_capability_and_keeps_a_private_ipc():
+    opts = _opts(_render("gb10-vllm.service.j2", "replica", argv=["vllm", "serve", "/m"]))
+    assert opts[opts.index("--cap-drop") + 1] == "ALL" and "--cap-add" not in opts
+    assert opts[opts.index("--security-opt") + 1] == "no-new-privileges"
+    assert "--ipc" not in opts and opts[opts.index("--shm-size") + 1] == "8g"
+    assert PLAN_MOUNTS_HF in opts
+    assert "/etc/gb10/serving/ray.env" not in opts
+
+
+def test_ray_units_host_ipc_ipc_lock_only_and_the_token_file_without_the_serving_secrets():
+    for role in ("ray_head", "ray_worker"):
+        opts = _opts(_render("gb10-ray.service.j2", role, ray_start=["ray", "start", "--block"]))
+        assert opts[opts.index("--ipc") + 1] == "host", role
+        assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"], role
+        assert opts[opts.index("--cap-drop") + 1] == "ALL" and "no-new-privileges" in opts, role
+        env_files = [opts[i + 1] for i, w in enumerate(opts) if w == "--env-file"]
+        assert env_files == ["/etc/gb10/serving/engine.env", "/etc/gb10/serving/ray.env"], role
+        assert PLAN_MOUNTS_HF in opts, role
+        assert ("/var/lib/gb10/ray/tmp:/tmp/ray" in opts) == (role == "ray_head"), role
+
+
+def test_tp_engine_unit_joins_the_head_with_host_ipc_and_the_token():
+    opts = _opts(_render("gb10-vllm-tp.service.j2", "ray_head", argv=["vllm", "serve", "/m"]))
+    assert opts[opts.index("--ipc") + 1] == "host" and opts[opts.index("--pid") + 1] == "container:gb10-ray-head"
+    assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"]
+    env_files = [opts[i + 1] for i, w in enumerate(opts) if w == "--env-file"]
+    assert env_files[-1] == "/etc/gb10/serving/ray.env" and "/etc/gb10/serving/secrets.env" in env_files
+    assert PLAN_MOUNTS_HF in opts and "--shm-size" not in opts
+
+
+def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
+    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    env.filters["combine"] = lambda a, b: {**a, **b}
+    text = env.get_template("engine.env.j2").render(
+        ansible_managed="managed",
+        _serving_node={"env": {"MAX_JOBS": "2", "RAY_AUTH_MODE": "token"}},
+        _serving_container_hf_modules="/root/.cache/hf-modules",
+        serving_flashinfer_workspace_base="/root/.cache/flashinfer-workspace",
+    )
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "FLASHINFER_WORKSPACE_BASE=/root/.cache/flashinfer-workspace",
+        "HF_MODULES_CACHE=/root/.cache/hf-modules",
+        "MAX_JOBS=2",
+        "RAY_AUTH_MODE=token",
+    ]
+    modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_container_hf_modules"]
+    assert not modules.startswith("/root/.cache/huggingface/")
+
+
+def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
+    import sys
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import replicas, run, tp
+
+    role_vars = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+    }
+    seen = {}
+    for name, plan, host in (
+        ("tp", run(tp()), "spark-b"),
+        ("tp-noauth", run(tp(ray={"auth": "disabled"})), "spark-a"),
+        ("replicas", run(replicas()), "spark-a"),
+    ):
+        variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
+        variables.update(
+            gb10_plan=plan, inventory_hostname=host, gb10_hf_cache_dir="/h", gb10_flashinfer_cache_dir="/f"
+        )
+        templar = Templar(loader=DataLoader(), variables=variables)
+        seen[name] = [
+            templar.template(trust_as_template("{{ " + k + " }}"))
+            for k in ("_serving_tp", "_serving_ray_auth", "_serving_ray_head")
+        ]
+    assert seen == {
+        "tp": [True, True, "spark-a"],
+        "tp-noauth": [True, False, "spark-a"],
+        "replicas": [False, False, "spark-a"],
+    }
