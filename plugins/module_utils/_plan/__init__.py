@@ -97,5 +97,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     )
     result["tensor_parallel_size"] = ctx.tp_size
     result["bind_all_interfaces"] = ctx.bind_all_interfaces
+    # the hosts that run a vLLM the proxy fronts, sorted: every role and playbook reads this list
+    result["serving_hosts"] = sorted(host for host, entry in ctx.entries.items() if entry["serves"])
     result["ray"] = ray_fence(ctx)
     return result

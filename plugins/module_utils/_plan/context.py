@@ -186,6 +186,9 @@ def _derive_node(ctx, host):
     entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
     # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
     entry["port"] = ctx.port if serves else None
+    entry["serves"] = serves
+    parser = (profile.get("vllm_options") or {}).get("tool-call-parser") if serves else None
+    entry["tool_call_parser"] = parser if isinstance(parser, str) else None
     entry["max_num_seqs"] = (
         max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
     )

@@ -50,6 +50,18 @@ def test_clean_replicas_profile_has_no_violations():
     assert all(entry["role"] == "replica" and entry["ray_start"] == [] for entry in result["nodes"].values())
 
 
+def test_plan_names_who_serves_and_the_tool_call_parser_so_no_playbook_parses_argv_back():
+    result = run(tp())
+    head, worker = result["nodes"]["spark-a"], result["nodes"]["spark-b"]
+    assert (head["serves"], head["tool_call_parser"]) == (True, "glm47")
+    assert (
+        "--tool-call-parser" in head["argv"] and head["argv"][head["argv"].index("--tool-call-parser") + 1] == "glm47"
+    )
+    assert (worker["serves"], worker["tool_call_parser"]) == (False, None)
+    assert result["serving_hosts"] == ["spark-a"]
+    assert run(replicas())["serving_hosts"] == ["spark-a", "spark-b"]
+
+
 # --- profile choice ---------------------------------------------------------------------------------------
 
 
