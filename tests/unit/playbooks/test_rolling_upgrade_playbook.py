@@ -110,6 +110,8 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
         "tasks/switch_drain.yml",
         "tasks/switch_ready.yml",
         "ready.yml",
+        "../roles/drain/tasks/drain.yml",
+        "../roles/drain/tasks/ready.yml",
     ]
     changes = [(name, call) for name in files for call in _server_calls(load(name)) if "state" in call]
     assert {call["state"] for _, call in changes} == {"drain", "ready"}
@@ -120,3 +122,25 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
         )
     rescue = load("rolling_upgrade.yml")[3]["tasks"][0]["rescue"][0]["gb10.serving.haproxy_server"]
     assert rescue["record_dir"] == "{{ __rolling_upgrade_record_dir }}" and "ansible_failed_task" in rescue["reason"]
+
+
+def _drain_entry_points(name):
+    return [
+        t["ansible.builtin.include_role"]["tasks_from"]
+        for t in load(name)
+        if t.get("ansible.builtin.include_role", {}).get("name") == "gb10.serving.drain"
+    ]
+
+
+def test_upgrade_and_switch_drain_judge_idle_and_ready_through_one_role():
+    # Issue 15: the switch treated an engine that did not answer its /metrics as idle, the upgrade did not; both
+    # now go through roles/drain, where a running engine that does not answer is not idle.
+    assert _drain_entry_points("tasks/rolling_upgrade_apply.yml") == ["drain", "idle", "ready"]
+    assert _drain_entry_points("tasks/switch_drain.yml") == ["drain", "idle"]
+    assert _drain_entry_points("tasks/switch_ready.yml") == ["ready"]
+    idle = load("../roles/drain/tasks/idle.yml")
+    assert (
+        "vllm_in_flight" in idle[0]["until"]
+        and idle[0]["loop"] == "{{ drain_endpoints | selectattr('running') | list }}"
+    )
+    assert "a running engine that does not answer is not" in idle[1]["vars"]["__drain_busy"]
