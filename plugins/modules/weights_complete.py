@@ -24,6 +24,8 @@ description:
   - With O(fail_incomplete=true) an incomplete snapshot fails the task with a message naming the node and the
     missing or wrong files.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - gb10.serving.node
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -36,10 +38,6 @@ attributes:
 author:
   - gb10.serving maintainers (!UNKNOWN)
 options:
-  node:
-    description: Name of the node, used in messages.
-    type: str
-    required: true
   cache_dir:
     description: The node's Hugging Face cache folder (the one mounted at /root/.cache/huggingface).
     type: path

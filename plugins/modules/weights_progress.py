@@ -22,13 +22,10 @@ description:
 version_added: 0.1.1
 extends_documentation_fragment:
   - gb10.serving.read_only
+  - gb10.serving.node
 author:
   - gb10.serving maintainers (!UNKNOWN)
 options:
-  node:
-    description: Name of the node, used in messages.
-    type: str
-    required: true
   phase:
     description: What runs (C(fetch), C(receive)), used in messages.
     type: str
