@@ -53,6 +53,8 @@ def run_progress(tmp_path, status, interval="0.001", timeout="1", stale="600"):
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_STDOUT_CALLBACK": "default",
+        # The result shape the assertions read, whatever ansible.cfg make exports (callback_result_format = yaml).
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
     }
