@@ -97,8 +97,10 @@ def test_anonymous_frontend_only_when_asked_still_only_v1_and_health(tmp_path, r
 def test_tls_when_a_certificate_is_given(tmp_path, replica):
     pem = tmp_path / "proxy.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=gb10-proxy", "-days", "1"]
-        + ["-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")],
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=gb10-proxy", "-days", "1"),
+            *("-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")),
+        ],
         check=True,
         capture_output=True,
     )
