@@ -10,7 +10,10 @@ from pathlib import Path
 import yaml
 
 SECURITY = Path(__file__).resolve().parents[3] / "inventories" / "sim" / "group_vars" / "all" / "security.yml"
-API_KEY = yaml.safe_load(SECURITY.read_text())["gb10_api_key"]
+_SECURITY = yaml.safe_load(SECURITY.read_text())
+API_KEY = _SECURITY["gb10_api_key"]
+# The canary serving secret every converge of the simulation writes to secrets.env (and nowhere else).
+CANARY = _SECURITY["serving_secrets"]["GB10_CANARY"]
 
 
 def api_headers(**more):
