@@ -34,7 +34,7 @@ options:
     type: str
     default: ""
   api_key:
-    description: The site's API key (gb10_api_key), sent as C(Authorization: Bearer) on every request; empty, none.
+    description: "The site's API key (gb10_api_key), sent as C(Authorization: Bearer <key>); empty: none."
     type: str
     default: ""
   concurrency:
