@@ -26,6 +26,27 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _supports_check_mode = True
 
+    def _api(self, groups, hostvars):
+        """The first proxy's public frontend as the proxy role will render it (its defaults where the inventory sets
+        nothing); only whether gb10_api_key is set leaves here, never the key. None without a gb10_proxy group."""
+        proxies = list(groups.get("gb10_proxy") or [])
+        if not proxies:
+            return None
+        hvars = hostvars.get(proxies[0]) or {}
+        wanted = {
+            key: hvars.get(key)
+            for key in ("gb10_api_key", "proxy_anonymous", "proxy_bind_address", "proxy_port", "proxy_tls_cert")
+        }
+        given = self._templar.template(wanted)
+        anonymous = given["proxy_anonymous"]
+        return {
+            "key_set": bool(given["gb10_api_key"]),
+            "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
+            "bind": given["proxy_bind_address"] or "*",
+            "port": given["proxy_port"] or 8080,
+            "tls": bool(given["proxy_tls_cert"]),
+        }
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -76,6 +97,7 @@ class ActionModule(ActionBase):
             fabric_cidr=fabric_cidr,
             ray_head=ray_head,
             ray_workers=ray_workers,
+            api=self._api(groups, hostvars),
         )
         result["changed"] = False
         result["plan"] = planned

@@ -41,18 +41,27 @@ def _request():
     return Request(use_netrc=False, decompress=False, context=_TLS[0])
 
 
-def _post(request, url, body, timeout):
+def api_headers(api_key=""):
+    """The headers of a request to a replica or the proxy: ``Authorization: Bearer <key>`` when the site has a key
+    (gb10_api_key; vLLM and the proxy's public frontend answer /v1 with 401 without it)."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _post(request, url, body, timeout, api_key=""):
     """POST ``body`` as JSON to ``url``/v1/chat/completions; the response is read as it arrives."""
     return request.open(
         "POST",
         url.rstrip("/") + "/v1/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers=api_headers(api_key),
         timeout=timeout,
     )
 
 
-def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False):
+def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False, api_key=""):
     """One streaming chat completion; returns a record with start / first_token / end / completion_tokens / ok.
 
     ``require_finish``: a stream that ends without a finish_reason was cut short (a replica died under it) and
@@ -70,7 +79,7 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
     record["status"] = 0
     pieces, finish = 0, None
     try:
-        with _post(request, url, body, timeout) as resp:
+        with _post(request, url, body, timeout, api_key) as resp:
             record["status"] = resp.status
             for raw in resp:
                 line = raw.decode("utf-8", "replace").strip()
@@ -99,13 +108,13 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
     return record
 
 
-def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic):
+def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, api_key=""):
     """One non-streaming chat completion; a record with start / end / status / completion_tokens / ok / error."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens)}
     request = _request()
     record = {"start": clock(), "end": None, "status": 0, "completion_tokens": 0, "ok": False, "error": ""}
     try:
-        with _post(request, url, body, timeout) as resp:
+        with _post(request, url, body, timeout, api_key) as resp:
             record["status"] = resp.status
             answer = json.loads(resp.read())
         if not answer.get("choices"):
@@ -124,8 +133,11 @@ class Steady:
     plain and streaming requests in turn with ``pause_s`` between them. Every request carries ``timeout``; stop()
     waits for the requests in flight and returns every record (``stream`` says which kind it was)."""
 
-    def __init__(self, url, model, concurrency=2, max_tokens=8, timeout=120, pause_s=0.1, clock=time.monotonic):
+    def __init__(
+        self, url, model, concurrency=2, max_tokens=8, timeout=120, pause_s=0.1, clock=time.monotonic, api_key=""
+    ):
         self.url, self.model, self.max_tokens, self.timeout = url, model, max_tokens, timeout
+        self.api_key = api_key
         self.concurrency, self.pause_s, self.clock = max(1, int(concurrency)), float(pause_s), clock
         self.records, self._lock, self._stop = [], threading.Lock(), threading.Event()
         self._threads = []
@@ -135,10 +147,19 @@ class Steady:
         while not self._stop.is_set():
             if stream:
                 rec = one_request(
-                    self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock, require_finish=True
+                    self.url,
+                    self.model,
+                    "Say hello.",
+                    self.max_tokens,
+                    self.timeout,
+                    self.clock,
+                    require_finish=True,
+                    api_key=self.api_key,
                 )
             else:
-                rec = plain_request(self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock)
+                rec = plain_request(
+                    self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock, self.api_key
+                )
             rec["stream"] = stream
             with self._lock:
                 self.records.append(rec)
@@ -164,7 +185,7 @@ def failures(records):
     return [r for r in records if not r.get("ok") or int(r.get("status") or 0) >= 500]
 
 
-def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline_s, clock=time.monotonic):
+def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline_s, clock=time.monotonic, api_key=""):
     """``requests`` requests with ``concurrency`` in flight, stopping new ones after ``deadline_s`` seconds."""
     records, lock = [], threading.Lock()
     remaining = [int(requests)]
@@ -176,7 +197,7 @@ def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline
                 if remaining[0] <= 0 or clock() >= stop_at:
                     return
                 remaining[0] -= 1
-            rec = one_request(url, model, prompt, max_tokens, timeout, clock)
+            rec = one_request(url, model, prompt, max_tokens, timeout, clock, api_key=api_key)
             with lock:
                 records.append(rec)
 
@@ -188,9 +209,9 @@ def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline
     return records
 
 
-def warmup(url, model, max_tokens, timeout, clock=time.monotonic):
+def warmup(url, model, max_tokens, timeout, clock=time.monotonic, api_key=""):
     """The first request after a start, sent alone; its record is flagged and never counted."""
-    record = one_request(url, model, "Say hello.", max_tokens, timeout, clock)
+    record = one_request(url, model, "Say hello.", max_tokens, timeout, clock, api_key=api_key)
     record["warmup"] = True
     return record
 

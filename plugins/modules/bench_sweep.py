@@ -33,6 +33,10 @@ options:
     description: Base URL of the proxy; empty to sweep the replicas only.
     type: str
     default: ""
+  api_key:
+    description: "The site's API key (gb10_api_key), sent as C(Authorization: Bearer <key>); empty: none."
+    type: str
+    default: ""
   concurrency:
     description: Concurrency levels.
     type: list
@@ -146,7 +150,10 @@ def sweep(p):
     proxy = p["proxy_url"].rstrip("/")
     _bench.check_metrics_targets([r["url"].rstrip("/") for r in replicas], [proxy] if proxy else [])
     targets = [(r["name"], r["url"], [r]) for r in replicas] + ([("proxy", proxy, replicas)] if proxy else [])
-    warmups = [_loadgen.warmup(url, p["model"], 16, p["request_timeout"]) for _name, url, _counted in targets]
+    warmups = [
+        _loadgen.warmup(url, p["model"], 16, p["request_timeout"], api_key=p["api_key"])
+        for _name, url, _counted in targets
+    ]
     rows = []
     for name, url, counted_replicas in targets:
         for kind, size in sorted(p["prompts"].items()):
@@ -163,6 +170,7 @@ def sweep(p):
                     p["max_tokens"],
                     p["request_timeout"],
                     p["run_deadline"],
+                    api_key=p["api_key"],
                 )
                 wall = time.monotonic() - started
                 after = _metrics(counted_replicas, 10)
@@ -183,6 +191,7 @@ def main():
             "model": {"type": "str", "required": True},
             "replicas": {"type": "list", "elements": "dict", "required": True},
             "proxy_url": {"type": "str", "default": ""},
+            "api_key": {"type": "str", "default": "", "no_log": True},
             "concurrency": {"type": "list", "elements": "int", "default": list(_bench.DEFAULT_CONCURRENCY)},
             "prompts": {"type": "dict", "default": {"short": 64, "long": 4096}},
             "weights": {"type": "dict", "default": {}},

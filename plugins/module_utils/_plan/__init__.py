@@ -27,6 +27,7 @@ from . import rules_tp  # noqa: F401
 from . import rules_ray  # noqa: F401
 from . import rules_memory  # noqa: F401
 from . import rules_proxy_vip  # noqa: F401
+from . import rules_api  # noqa: F401
 
 # isort: on
 from . import registry
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 
-def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None):
+def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None):
     """Build the serving plan.
 
     profile_name: the operator's ``serving_profile``; profiles: the inventory's ``serving_profiles``.
@@ -70,8 +71,10 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     "hf_cache_dir"}}``; fabric_cidr: the fabric subnet; ray_head / ray_workers: the tensor-parallel group.
     In tensor-parallel, ``group`` holds what vLLM runs every rank at (``tp.py``): the one share, the smallest
     rank's KV tokens, the tightest headroom and the heads; a per-node value on a Ray worker is refused.
+    api: the proxy's public frontend, ``{key_set, anonymous, bind, port, tls}`` (whether gb10_api_key is set, never
+    the key), printed and checked by ``rules_api.py``; None leaves it out.
     """
-    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir)
+    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api)
     result = {
         "profile": profile_name,
         "topology": None,
@@ -100,4 +103,5 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     # the hosts that run a vLLM the proxy fronts, sorted: every role and playbook reads this list
     result["serving_hosts"] = sorted(host for host, entry in ctx.entries.items() if entry["serves"])
     result["ray"] = ray_fence(ctx)
+    result["api"] = dict(api) if api is not None else None
     return result

@@ -46,9 +46,11 @@ class Context:
     """What the rules read. ``profile`` is None until the profile stage passed."""
 
     def __init__(
-        self, profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None
+        self, profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None
     ):
         self.profile_name = profile_name
+        # The proxy's public frontend (issue 18): {key_set, anonymous, bind, port, tls}; None when not known.
+        self.api = api
         self.profiles = profiles or {}
         self.nodes = nodes or {}
         self.fabric_cidr = fabric_cidr

@@ -69,6 +69,18 @@ def _group_lines(group, size):
     return lines
 
 
+def api_line(api):
+    """The plan's line on the public frontend: who may use it, over what."""
+    where = f"proxy {api.get('bind', '*')}:{api.get('port', 8080)} {'https' if api.get('tls') else 'http'}"
+    if api.get("anonymous"):
+        return (
+            f"api: {where}, ANONYMOUS (proxy_anonymous: true): anyone who reaches it uses the model; /v1/* and /health"
+        )
+    if api.get("key_set"):
+        return f"api: {where}, key required (Authorization: Bearer gb10_api_key) on /v1/*; /health open; nothing else"
+    return f"api: {where}, NO KEY SET (gb10_api_key empty)"
+
+
 def format_plan(result):
     """The plan as readable text: one block per node (argv, env, Ray, memory table), then the violations."""
     lines = [
@@ -78,6 +90,8 @@ def format_plan(result):
     ]
     if result.get("bind_all_interfaces"):
         lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
+    if result.get("api"):
+        lines.append(api_line(result["api"]))
     fence = result.get("ray")
     if fence:
         ports = fence["ports"]

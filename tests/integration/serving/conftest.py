@@ -27,6 +27,7 @@ from pathlib import Path
 
 import ansible_runner
 import pytest
+from _api import api_headers
 
 REPO = Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "inventories" / "sim"
@@ -245,7 +246,7 @@ class ServedSim:
             {"model": "tiny-moe", "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
         ).encode()
         request = urllib.request.Request(
-            f"{url or self.proxy_url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+            f"{url or self.proxy_url}/v1/chat/completions", data=body, headers=api_headers()
         )
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read())

@@ -20,6 +20,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import yaml
+from _api import api_headers
 from prometheus_client.parser import text_string_to_metric_families
 
 NODES = ("spark-1", "spark-2")
@@ -48,9 +49,7 @@ def _request(url, n):
     body = json.dumps(
         {"model": "tiny-moe", "messages": [{"role": "user", "content": f"request {n}"}], "max_tokens": 16}
     ).encode()
-    request = urllib.request.Request(
-        f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
-    )
+    request = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers=api_headers())
     try:
         with urllib.request.urlopen(request, timeout=300) as answer:
             return answer.status, json.loads(answer.read())["choices"][0]["finish_reason"]

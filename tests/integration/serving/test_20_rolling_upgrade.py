@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import pytest
 import yaml
+from _api import API_KEY
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
 
@@ -108,7 +109,9 @@ class PerReplica:
 @contextmanager
 def steady_load(sim, label):
     """Plain and streaming requests through the proxy for the whole block; asserts none failed and none was 5xx."""
-    load = _loadgen.Steady(sim.proxy_url, "tiny-moe", concurrency=3, max_tokens=8, timeout=120, pause_s=0.1)
+    load = _loadgen.Steady(
+        sim.proxy_url, "tiny-moe", concurrency=3, max_tokens=8, timeout=120, pause_s=0.1, api_key=API_KEY
+    )
     with PerReplica(sim) as watch:
         load.start()
         try:

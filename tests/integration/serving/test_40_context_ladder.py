@@ -14,6 +14,7 @@ import json
 import urllib.request
 
 import yaml
+from _api import api_headers
 
 NODES = ("spark-1", "spark-2")
 APPLY = "tests/integration/serving/serving_apply.yml"
@@ -32,7 +33,8 @@ SIM_LIMITS = {
 
 
 def _max_model_len(served_sim, node):
-    with urllib.request.urlopen(f"{served_sim.replica_url(node)}/v1/models", timeout=10) as answer:
+    request = urllib.request.Request(f"{served_sim.replica_url(node)}/v1/models", headers=api_headers())
+    with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())["data"][0]["max_model_len"]
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _api import API_KEY
 from _third_party import connect_from_third_container
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
@@ -46,7 +47,9 @@ class Load:
 
     def _run(self):
         while not self._stop.is_set():
-            record = _loadgen.one_request(self.url, "tiny-moe", "hello", 8, timeout=120, clock=time.time)
+            record = _loadgen.one_request(
+                self.url, "tiny-moe", "hello", 8, timeout=120, clock=time.time, api_key=API_KEY
+            )
             with self._lock:
                 self.records.append(record)
             if not record["ok"]:

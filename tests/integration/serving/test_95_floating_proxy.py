@@ -19,6 +19,7 @@ import time
 import urllib.request
 
 import pytest
+from _api import API_KEY, api_headers
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
 
@@ -57,7 +58,8 @@ def probe(url, stop, records):
     while not stop.is_set():
         start = time.monotonic()
         try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=PROBE_TIMEOUT_S) as answer:
+            request = urllib.request.Request(f"{url}/v1/models", headers=api_headers())
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as answer:
                 ok = answer.status == 200
         except OSError:
             ok = False
@@ -111,6 +113,7 @@ def test_floating_address_moves_when_its_node_is_killed_under_load(served_sim):
                 16,
                 REQUEST_TIMEOUT_S,
                 LOAD_BEFORE_KILL_S + LOAD_AFTER_KILL_S,
+                api_key=API_KEY,
             )
         ),
         daemon=True,

@@ -3,6 +3,7 @@
 import json
 import threading
 import time
+import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -13,6 +14,7 @@ from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadg
 class Fake(BaseHTTPRequestHandler):
     served = 0
     lock = threading.Lock()
+    authorizations: typing.ClassVar[list] = []
 
     def log_message(self, *args):
         pass
@@ -26,6 +28,7 @@ class Fake(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
+        Fake.authorizations.append(self.headers.get("Authorization"))
         with Fake.lock:
             first = Fake.served == 0
             Fake.served += 1
@@ -43,6 +46,7 @@ class Fake(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     Fake.served = 0
+    Fake.authorizations = []
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
@@ -69,3 +73,17 @@ def test_unreachable_endpoint_is_an_error_record():
 def test_metrics_read_and_parsed(server):
     _loadgen.one_request(server, "m", "hi", 4, 5)
     assert _bench.parse_metrics(_loadgen.read_metrics(server, 5))[_bench.TOKENS_COUNTER] == 3.0
+
+
+def test_every_request_sends_the_site_key_when_there_is_one(server):
+    # Issue 18: with gb10_api_key set, vLLM and the proxy answer /v1 with 401 without it.
+    _loadgen.warmup(server, "m", 4, 5, api_key="k1")
+    _loadgen.run(server, "m", 2, 2, "hi", 4, 5, 30, api_key="k1")
+    _loadgen.plain_request(server, "m", "hi", 4, 5, api_key="k1")
+    load = _loadgen.Steady(server, "m", concurrency=2, timeout=5, pause_s=0.01, api_key="k1").start()
+    time.sleep(0.2)
+    load.stop()
+    assert len(Fake.authorizations) > 5 and set(Fake.authorizations) == {"Bearer k1"}
+    Fake.authorizations.clear()
+    _loadgen.one_request(server, "m", "hi", 4, 5)
+    assert Fake.authorizations == [None]

@@ -35,6 +35,8 @@ def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
         "_proxy_servers": sorted(nodes),
         "_proxy_errorfile": "/etc/haproxy/errors/gb10-503-queue.http",
         "_proxy_save_state_bin": "/usr/local/libexec/gb10/haproxy-save-state",
+        "_proxy_api_keys_file": "/etc/haproxy/gb10-api-keys",
+        "_proxy_anonymous": False,
         "hostvars": {host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
         **defaults,
     }
@@ -51,7 +53,7 @@ def free_port():
 class LiveHAProxy:
     """A real HAProxy in the foreground on the role's rendered configuration, in ``folder``; its runtime API."""
 
-    def __init__(self, folder, max_seqs=(12, 8)):
+    def __init__(self, folder, max_seqs=(12, 8), api_key="unit-test-key", replica_port=None, **overrides):
         self.folder = Path(folder)
         self.socket = str(self.folder / "admin.sock")
         self.state_file = str(self.folder / "server-state")
@@ -59,17 +61,31 @@ class LiveHAProxy:
         errorfile.write_text(render(template="503-queue.http.j2"))
         # Replicas on loopback ports where nothing listens: their checks fail, admin states are what is read here.
         hostvars = {f"spark-{i + 1}": {"gb10_fabric_address": "127.0.0.1"} for i in range(len(max_seqs))}
+        # The accepted key, as roles/proxy's configure writes it.
+        keys = self.folder / "api-keys"
+        keys.write_text(f"Bearer {api_key}\n")
+        self.port = free_port()
         self.config = self.folder / "haproxy.cfg"
+        plan = {
+            "profile": "pair",
+            "nodes": {
+                f"spark-{i + 1}": {"port": replica_port or 8000, "max_num_seqs": seqs}
+                for i, seqs in enumerate(max_seqs)
+            },
+        }
         self.config.write_text(
             render(
                 max_seqs,
+                _proxy_api_keys_file=str(keys),
+                _proxy_plan=plan,
                 proxy_admin_socket=self.socket,
                 proxy_server_state_file=self.state_file,
                 proxy_bind_address="127.0.0.1",
-                proxy_port=free_port(),
+                proxy_port=self.port,
                 proxy_stats_port=free_port(),
                 _proxy_errorfile=str(errorfile),
                 hostvars=hostvars,
+                **overrides,
             )
         )
         self.process = None

@@ -69,6 +69,7 @@ def main(argv=None):
     try:
         config = av.engine_config(given)
         config["kv_cache_dtype"] = given.get("kv_cache_dtype")
+        config["api_key"] = given.get("api_key")
         config["kv_cache_memory_bytes"] = (
             av._human_int("--kv-cache-memory-bytes", given["kv_cache_memory_bytes"])
             if given.get("kv_cache_memory_bytes") is not None
@@ -148,7 +149,13 @@ def serve(config):
     engine = eng.Engine(config)
     engine.kv, engine.kv_resident = kv, kv_resident
     try:
-        server = srv.make_server(engine, config["host"], config["port"], log_line=lambda m: log(m, where="h11.py:1"))
+        server = srv.make_server(
+            engine,
+            config["host"],
+            config["port"],
+            log_line=lambda m: log(m, where="h11.py:1"),
+            api_keys=srv.api_keys_from(config.get("api_key"), os.environ),
+        )
     except OSError as exc:
         return fail(f"OSError: {exc}")
     log(f"Starting vLLM server on http://{config['host']}:{config['port']}", where="api_server.py:602")

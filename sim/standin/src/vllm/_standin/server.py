@@ -40,11 +40,19 @@ def models_body(engine):
     }
 
 
+def api_keys_from(given_keys, environ):
+    """The keys the server accepts, as vLLM 0.32 settles them: ``--api-key`` (nargs +), else ``VLLM_API_KEY``."""
+    if given_keys:
+        return tuple(given_keys if isinstance(given_keys, (list, tuple)) else [given_keys])
+    return (environ["VLLM_API_KEY"],) if environ.get("VLLM_API_KEY") else ()
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     engine = None
     log_line = None
+    api_keys = ()
 
     def log_message(self, fmt, *args):
         if self.log_line is not None:
@@ -58,8 +66,20 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _refused(self):
+        """vLLM's AuthenticationMiddleware: with a key, every route under /v1 wants ``Authorization: Bearer <key>``
+        (401 ``{"error": "Unauthorized"}`` otherwise); /health, /metrics, /version and the rest stay open."""
+        if not self.api_keys or not self.path.split("?", 1)[0].startswith("/v1"):
+            return False
+        if self.headers.get("Authorization") in {f"Bearer {key}" for key in self.api_keys}:
+            return False
+        self._json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self):
         path = self.path.split("?", 1)[0]
+        if self._refused():
+            return
         if path == "/health":
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -79,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"detail": "Not Found"})
 
     def do_POST(self):
+        if self._refused():
+            return
         if self.path.split("?", 1)[0] != "/v1/chat/completions":
             self._json(404, {"detail": "Not Found"})
             return
@@ -131,9 +153,11 @@ class Handler(BaseHTTPRequestHandler):
         send(b"[DONE]")
 
 
-def make_server(engine, host, port, log_line=None):
+def make_server(engine, host, port, log_line=None, api_keys=()):
     handler = type(
-        "StandinHandler", (Handler,), {"engine": engine, "log_line": staticmethod(log_line) if log_line else None}
+        "StandinHandler",
+        (Handler,),
+        {"engine": engine, "log_line": staticmethod(log_line) if log_line else None, "api_keys": tuple(api_keys)},
     )
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True

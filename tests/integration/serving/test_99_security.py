@@ -1,0 +1,106 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The API closed by default and the secrets never in output (issue 18, items 2 and 5), on the served simulation.
+
+From a third container on the simulation's network (a LAN neighbour, not a node): through the proxy, /v1 answers
+401 without the key and 200 with it, /health answers without it, /metrics, /tokenize and the rest are not served
+on the public port. Then the canaries: the simulation's gb10_api_key and its canary serving_secrets value
+(inventories/sim/group_vars/all/security.yml, applied by every converge) must be found nowhere but the root-only
+files meant to hold them: not in any node's journal, units, /etc, logs or `ps`, not in the plan's output, not in the
+stdout or events (every task's result, its invocation too) of any playbook this session ran (the converge when the
+fixture made it, the rolling upgrade, the topology switch, ...: they run before this module, which is why it is
+last).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from _api import API_KEY, CANARY
+from _third_party import IMAGE
+
+NODES = ("spark-1", "spark-2")
+ARGV_OF_EVERY_PROCESS = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f" 2>/dev/null; echo; done'
+# Only these may hold a secret: vLLM's root-only env file and the key file HAProxy reads (both 0600 root).
+ALLOWED = {"/etc/gb10/serving/secrets.env", "/etc/haproxy/gb10-api-keys"}
+# Where a node could keep a secret by mistake: configuration, units, logs, the collection's state and scratch.
+SEARCHED = ["/etc", "/var/log", "/var/lib/gb10", "/var/lib/haproxy", "/run/gb10", "/usr/local", "/root", "/tmp"]
+
+HTTP_PROBE = r"""
+import json, sys, urllib.error, urllib.request
+base, key = sys.argv[1], sys.argv[2]
+def ask(path, with_key, method="GET"):
+    headers = {"Content-Type": "application/json"}
+    if with_key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps({"model": "tiny-moe", "messages": [{"role": "user", "content": "hi"}],
+                       "max_tokens": 4}).encode() if method == "POST" else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + path, data=data, headers=headers, method=method),
+                                    timeout=120) as answer:
+            return answer.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+print(json.dumps({
+    "models": ask("/v1/models", False), "models_key": ask("/v1/models", True),
+    "chat": ask("/v1/chat/completions", False, "POST"), "chat_key": ask("/v1/chat/completions", True, "POST"),
+    "health": ask("/health", False), "metrics": ask("/metrics", False), "metrics_key": ask("/metrics", True),
+    "tokenize": ask("/tokenize", True, "POST"), "docs": ask("/docs", True),
+}))
+"""
+
+
+def test_the_api_through_the_proxy_wants_the_key_from_a_third_container(served_sim):
+    done = subprocess.run(
+        [
+            *("docker", "run", "--rm", "--network", served_sim.env["SIM_NETWORK"], IMAGE),
+            *("python3", "-c", HTTP_PROBE, served_sim.proxy_url, API_KEY),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    seen = json.loads(done.stdout.splitlines()[-1])
+    print(f"\nthrough the proxy {served_sim.proxy_url} from a third container: {seen}")
+    assert seen["models"] == seen["chat"] == 401, seen
+    assert seen["models_key"] == seen["chat_key"] == 200, seen
+    assert seen["health"] == 200, seen
+    assert seen["metrics"] == seen["metrics_key"] == seen["tokenize"] == seen["docs"] == 404, seen
+
+
+def _node_leaks(sim, node, secrets):
+    """Where on ``node`` a secret is found outside ALLOWED: files, the whole journal, `ps`."""
+    leaks = []
+    for secret in secrets:
+        found = sim.exec(node, "grep", "-rlsF", "--", secret, *SEARCHED, check=False).stdout.split()
+        leaks += [f"{node}:{path}" for path in found if path not in ALLOWED]
+        if secret in sim.exec(node, "journalctl", "--no-pager", "-o", "cat", check=False, timeout=300).stdout:
+            leaks.append(f"{node}: the journal")
+        # What `ps -ef` shows, every process's command line (the node image may lack procps), the engines' too.
+        if secret in sim.exec(node, "sh", "-c", ARGV_OF_EVERY_PROCESS, check=False).stdout:
+            leaks.append(f"{node}: ps")
+    for path in ALLOWED:
+        mode = sim.exec(node, "stat", "-c", "%a %U", path, check=False).stdout.strip()
+        assert mode in ("", "600 root"), f"{node}:{path} is {mode}, not 600 root"
+    return leaks
+
+
+def test_the_canary_secrets_are_found_nowhere(served_sim, tmp_path):
+    plan_output = tmp_path / "plan.json"
+    served_sim.playbook("playbooks/plan.yml", extravars={"plan_output": str(plan_output)})
+    secrets = (API_KEY, CANARY)
+    served = {node: served_sim.exec(node, "cat", "/etc/gb10/serving/secrets.env").stdout for node in NODES}
+    assert all(API_KEY in text and CANARY in text for text in served.values()), "the secrets did not reach vLLM"
+    leaks = [leak for node in NODES for leak in _node_leaks(served_sim, node, secrets)]
+    assert not any(secret in plan_output.read_text() for secret in secrets), "the plan output holds a secret"
+    # Every playbook run of this session: ansible-runner's stdout and every event (each task's whole result). Not
+    # env/: what the suite itself passed in (extravars, the environment).
+    for path in Path(served_sim.scratch).rglob("*"):
+        if path.is_file() and "env" not in path.parts:
+            text = path.read_text(errors="replace")
+            leaks += [f"ansible output {path}" for secret in secrets if secret in text]
+    print(f"\nplaybook runs searched: {served_sim.runs}")
+    assert leaks == [], "secrets outside the root-only files:\n" + "\n".join(sorted(set(leaks)))

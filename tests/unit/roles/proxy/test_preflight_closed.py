@@ -1,0 +1,92 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The proxy's preflight (roles/proxy/tasks/preflight.yml) run by ansible-playbook on localhost: the API closed by
+default (issue 18, item 2). An empty gb10_api_key beyond loopback is refused unless proxy_anonymous: true; a key
+HAProxy's key file could not hold (whitespace, beyond printable ASCII) is refused; and the refusal never prints it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+ROLE = REPO / "roles" / "proxy"
+PREFLIGHT = ROLE / "tasks" / "preflight.yml"
+
+
+def run_preflight(tmp_path, **given):
+    variables = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        "_proxy_anonymous": "{{ proxy_anonymous | bool }}",
+        "_proxy_plan": {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}},
+        "_proxy_servers": ["localhost"],
+        "gb10_api_key": "",
+        **given,
+    }
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": variables,
+            "tasks": [{"name": "The role's preflight", "ansible.builtin.include_tasks": {"file": str(PREFLIGHT)}}],
+        }
+    ]
+    (tmp_path / "play.json").write_text(json.dumps(play))
+    (tmp_path / "hosts.yml").write_text(
+        yaml.safe_dump({"all": {"hosts": {"localhost": {"gb10_fabric_address": "127.0.0.1"}}}})
+    )
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_STDOUT_CALLBACK": "default",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+    }
+    done = subprocess.run(
+        [
+            *(str(Path(sys.executable).parent / "ansible-playbook"), "-v"),
+            *("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.json")),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_an_empty_key_beyond_loopback_is_refused_with_the_fix(tmp_path):
+    rc, out = run_preflight(tmp_path)
+    assert rc == 2, out[-3000:]
+    assert "localhost: gb10_api_key is empty and proxy_bind_address is *" in out
+    assert "proxy_anonymous: true" in out
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"proxy_anonymous": True}, {"proxy_bind_address": "127.0.0.1"}, {"gb10_api_key": "s3cr3t-canary-0a1b"}],
+    ids=["anonymous on purpose", "loopback only", "a key"],
+)
+def test_a_key_or_an_explicit_choice_passes(tmp_path, given):
+    rc, out = run_preflight(tmp_path, **given)
+    assert rc == 0, out[-3000:]
+    assert "s3cr3t-canary-0a1b" not in out
+
+
+def test_a_key_haproxy_could_not_match_is_refused_and_not_printed(tmp_path):
+    rc, out = run_preflight(tmp_path, gb10_api_key="two words-canary-9f")
+    assert rc == 2, out[-3000:]
+    assert "whitespace or characters outside printable ASCII" in out
+    assert "canary-9f" not in out
