@@ -107,3 +107,26 @@ def test_sim_restart_records_the_next_boot_kernel_where_the_running_kernel_is_re
     assert "sort -V | tail -n 1" in sim["rolling_upgrade_restart_command"][2]
     running = sim["nvidia_lockstep_running_kernel"]
     assert path in running and "6.17.0-1014-nvidia" in running
+
+
+def test_failure_message_names_the_node_the_step_dpkg_s_error_and_how_to_resume():
+    rescue = _tasks("install.yml")[2]["rescue"]
+    message = rescue[3]["ansible.builtin.fail"]["msg"]
+    stderr = (
+        "dpkg: error processing package gb10-sim-postinst-fails (--configure):\n installed gb10-sim-postinst-fails "
+        "package post-installation script subprocess returned error exit status 1\n"
+        "E: Sub-process /usr/bin/dpkg returned an error code (1)"
+    )
+    templar = _role_vars(
+        inventory_hostname="spark-1",
+        ansible_failed_task={"name": "Install exactly the pinned kernel, modules and driver versions"},
+        ansible_failed_result={"msg": "'/usr/bin/apt-get -y install ...' failed: " + stderr, "stderr": stderr},
+        __nvidia_lockstep_pins_before={"content": "UGluOiB4Cg=="},
+        __nvidia_lockstep_held_before={"stdout_lines": ["nvidia-driver-580-open", "nvidia-kernel-common-580"]},
+    )
+    text = " ".join(templar.template(trust_as_template(message)).split())
+    assert text.startswith("nvidia_lockstep on spark-1: 'Install exactly the pinned kernel, modules and driver")
+    assert "post-installation script subprocess returned error exit status 1" in text
+    assert "'/usr/bin/apt-get" not in text
+    assert "previous preferences file (restored)" in text and "the previous holds (2 package(s))" in text
+    assert "the node was not restarted" in text and "run the same command again" in text
