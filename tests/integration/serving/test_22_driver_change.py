@@ -29,14 +29,20 @@ SET_C = {
     "nvidia_lockstep_driver_version": "580.150-0ubuntu0.24.04.1",
 }
 RELEASE_C = "6.17.0-1015-nvidia"
-# The packages only set C has: going back, the newer kernel goes first (the next boot takes the highest installed
-# kernel, so the pre-reboot gate refuses a set whose kernel is older than one still installed).
+# Going back, set C's kernel goes first: the next boot takes the highest installed kernel, so the pre-reboot gate
+# refuses a set whose kernel is older than one still installed. Its metapackages go with it: they are held and
+# depend on it, and apt refuses to break them (checked with apt-get -s on the fake repository); the upgrade back
+# installs them again at set A's versions. The same list the role's failure message gives.
 ONLY_C = [
     f"linux-image-{RELEASE_C}",
     f"linux-modules-{RELEASE_C}",
     f"linux-headers-{RELEASE_C}",
     "linux-nvidia-6.17-headers-6.17.0-1015",
     f"linux-modules-nvidia-580-open-{RELEASE_C}",
+    "linux-nvidia-hwe-24.04",
+    "linux-image-nvidia-hwe-24.04",
+    "linux-headers-nvidia-hwe-24.04",
+    "linux-modules-nvidia-580-open-nvidia-hwe-24.04",
 ]
 # The steps of the driver path, in order, as the run's task names.
 STEPS = (
@@ -78,6 +84,8 @@ def back_to_set_a(sim, nodes):
     """Remove set C's kernel (and any half-installed test package) on ``nodes``, then roll the site back to set A."""
     for node in nodes:
         sim.exec(node, "apt-get", "purge", "-y", "--allow-change-held-packages", "gb10-sim-postinst-fails", *ONLY_C)
+        # What the failed install left unpacked and unconfigured (nothing after a clean run).
+        sim.exec(node, "dpkg", "--configure", "-a")
     sim.playbook(PLAYBOOK)
     sim.wait_all_ready()
     for node in NODES:

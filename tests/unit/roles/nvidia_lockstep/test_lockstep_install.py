@@ -130,3 +130,6 @@ def test_failure_message_names_the_node_the_step_dpkg_s_error_and_how_to_resume(
     assert "'/usr/bin/apt-get" not in text
     assert "previous preferences file (restored)" in text and "the previous holds (2 package(s))" in text
     assert "the node was not restarted" in text and "run the same command again" in text
+    # Going back: the target's linux-* packages (metapackages included, or apt refuses: they are held) go first.
+    assert "purge --allow-change-held-packages linux-nvidia-hwe-24.04 linux-image-nvidia-hwe-24.04" in text
+    assert "linux-modules-nvidia-580-open-6.17.0-1014-nvidia), then run with the previous set's" in text
