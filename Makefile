@@ -12,7 +12,7 @@ SIM_PROFILE ?= sim-replicas
 SIM_NODES ?= 2
 export SIM_NODES
 
-.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit sanity package molecule molecule-default molecule-others integration test-serving molecule-tp clean
+.PHONY: help plan venv collections sim sim-images sim-up sim-publish sim-converge sim-down test lint unit sanity package molecule molecule-default molecule-others integration test-serving test-driver-change molecule-tp clean
 
 help:
 	@echo "make sim       build and start the two-node simulation, converge site.yml (SIM_PROFILE=$(SIM_PROFILE))"
@@ -91,6 +91,11 @@ integration: collections sim-images
 
 test-serving: collections sim-images
 	pytest -q -s tests/integration/serving
+
+# The driver-change rolling upgrade (issue 19): two rolling upgrades of both nodes with a reboot-equivalent, ~10
+# minutes, outside make test's budget. Against a running `make sim`.
+test-driver-change: collections
+	GB10_IT_SIM_REUSE=1 pytest -q -s tests/integration/serving/test_22_driver_change.py
 
 # make test runs every scenario but tensor_parallel: the served-site suite in default's verify already switches
 # that site to tensor parallel over real Ray and back, with the scenario's own Conflicts= and watchdog checks
