@@ -14,8 +14,11 @@ node_stamp=$(recipe_stamp "$0" "$SIM_ROOT/node/packages.txt" "$SIM_ROOT/node/dae
 chroot_run() {
   local root=$1; shift
   mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"; mount -t sysfs sys "$root/sys"
+  # The host's resolver for apt inside the chroot: a rootfs taken back out of the cached base image (docker export)
+  # has an empty resolv.conf, as Docker mounts its own at run time (seen: every fetch "Temporary failure resolving").
+  rm -f "$root/etc/resolv.conf"; cp -L /etc/resolv.conf "$root/etc/resolv.conf"
   # shellcheck disable=SC2064
-  trap "umount -R '$root/dev' '$root/proc' '$root/sys' 2>/dev/null || true" RETURN
+  trap "umount -R '$root/dev' '$root/proc' '$root/sys' 2>/dev/null || true; : > '$root/etc/resolv.conf'" RETURN
   chroot "$root" "$@"
 }
 
