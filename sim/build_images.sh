@@ -11,15 +11,27 @@ base_stamp=$(printf '%s %s' "$BASE_INCLUDE" "$SIM_MIRROR" | sha256sum | cut -c1-
 node_stamp=$(recipe_stamp "$0" "$SIM_ROOT/node/packages.txt" "$SIM_ROOT/node/daemon.json" "$SIM_ROOT/node/registry.yml" \
   "$SIM_ROOT/fake_nvidia_packages/build.sh")-$base_stamp
 
+# A rootfs folder that may still hold the mounts of a chroot_run killed midway: unmount them before anything
+# removes it, and never cross into a mount while removing (a bind of the host's /dev under it would empty /dev).
+clear_rootfs() {
+  local root=$1 mnt
+  while read -r mnt; do umount -l "$mnt" 2>/dev/null || true; done \
+    < <(awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r)
+  rm -rf --one-file-system "$root"
+}
+
 chroot_run() {
-  local root=$1; shift
+  local root=$1 rc=0; shift
   mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"; mount -t sysfs sys "$root/sys"
   # The host's resolver for apt inside the chroot: a rootfs taken back out of the cached base image (docker export)
   # has an empty resolv.conf, as Docker mounts its own at run time (seen: every fetch "Temporary failure resolving").
   rm -f "$root/etc/resolv.conf"; cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-  # shellcheck disable=SC2064
-  trap "umount -R '$root/dev' '$root/proc' '$root/sys' 2>/dev/null || true; : > '$root/etc/resolv.conf'" RETURN
-  chroot "$root" "$@"
+  # Unmounted whatever the command does: under set -e a failing command would skip a RETURN trap and leave the
+  # host's /dev bound under the rootfs (the next build's rm -rf then deleted the host's device nodes).
+  chroot "$root" "$@" || rc=$?
+  umount -R "$root/dev" "$root/proc" "$root/sys" 2>/dev/null || umount -lR "$root/dev" "$root/proc" "$root/sys" || true
+  : > "$root/etc/resolv.conf"
+  return "$rc"
 }
 
 import_rootfs() {  # import_rootfs ROOTFS IMAGE STAMP
@@ -41,13 +53,13 @@ build_base() {
   if timeout 20 docker pull -q debian:bookworm >/dev/null 2>&1; then
     say "a registry answered: using debian:bookworm as the base"
     local cid; cid=$(docker create debian:bookworm)
-    rm -rf "$root"; mkdir -p "$root"; docker export "$cid" | tar -C "$root" -x; docker rm "$cid" >/dev/null
+    clear_rootfs "$root"; mkdir -p "$root"; docker export "$cid" | tar -C "$root" -x; docker rm "$cid" >/dev/null
     chroot_run "$root" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       $(echo "$BASE_INCLUDE" | tr , ' ') >/dev/null"
   else
     command -v debootstrap >/dev/null || die "debootstrap is missing and no registry answers: apt-get install debootstrap"
     say "no registry: debootstrap bookworm from $SIM_MIRROR (30-60 s)"
-    rm -rf "$root"
+    clear_rootfs "$root"
     debootstrap --variant=minbase --include="$BASE_INCLUDE" bookworm "$root" "$SIM_MIRROR" >"$SIM_BUILD/debootstrap.log" 2>&1 \
       || die "debootstrap failed, see $SIM_BUILD/debootstrap.log"
   fi
@@ -64,10 +76,10 @@ build_node() {
   if [ ! -d "$base_root/etc" ]; then
     # A fresh checkout with a cached base image: take the rootfs back out of it instead of debootstrapping.
     local cid; cid=$(docker create "$SIM_BASE_IMAGE" /bin/true)
-    rm -rf "$base_root"; mkdir -p "$base_root"; docker export "$cid" | tar -C "$base_root" -x; docker rm "$cid" >/dev/null
+    clear_rootfs "$base_root"; mkdir -p "$base_root"; docker export "$cid" | tar -C "$base_root" -x; docker rm "$cid" >/dev/null
     rm -f "$base_root/.dockerenv"
   fi
-  rm -rf "$root"; cp -a "$base_root" "$root"
+  clear_rootfs "$root"; cp -a "$base_root" "$root"
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
   say "installing the node's own Docker engine into the node rootfs"
   chroot_run "$root" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
