@@ -13,14 +13,21 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+try:  # ansible-core depends on packaging on every controller; ansible-test's import check runs without it
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    PACKAGING_ERROR = None
+except ImportError as exc:  # pragma: no cover - only in ansible-test's bare import environment
+    PACKAGING_ERROR = exc
 
 _URL_UNSAFE = "\"'`$\\<>"
 
 
 def pin_problem(name, version, what="serving_image_extra_pins"):
     """Why ``name==version`` is no exact pin of one distribution (None when it is one)."""
+    if PACKAGING_ERROR is not None:
+        raise ImportError(f"checking {what} needs the packaging library on the controller: {PACKAGING_ERROR}")
     text = f"{name}=={version}"
     try:
         requirement = Requirement(text)
@@ -39,7 +46,7 @@ def url_problem(url, what="serving_image_index_url"):
         return f"{what} {url!r} holds whitespace, a quote or a shell character: percent-encode it"
     try:
         parts = urlsplit(url)
-        _ = parts.port  # raises ValueError on a port that is not a number
+        _port = parts.port  # reading it raises ValueError on a port that is not a number
     except ValueError as exc:
         return f"{what} {url!r} is not a URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:

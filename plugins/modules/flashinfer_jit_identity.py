@@ -59,7 +59,10 @@ attributes:
     description: It starts a container; in check mode Ansible skips it.
   diff_mode:
     support: none
+    description: It writes nothing a diff could show; the differing build.ninja lines are in its message.
   platform:
+    support: full
+    description: Runs on the node, whose Docker engine starts the throwaway container.
     platforms: posix
 author:
   - gb10.serving maintainers (!UNKNOWN)

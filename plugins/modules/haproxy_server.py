@@ -166,7 +166,7 @@ def _with_records(servers, record_dir):
     for server in servers:
         record = None
         if record_dir:
-            record, _ = _read_record(_haproxy.record_path(record_dir, server["backend"], server["name"]))
+            record, _problem = _read_record(_haproxy.record_path(record_dir, server["backend"], server["name"]))
         server["held"] = record["state"] if record else None
         server["reason"] = record.get("reason") if record else None
     return servers

@@ -103,7 +103,7 @@ def max_jobs_above_cores(ctx):
                 host,
                 "max_jobs_above_cores",
                 jobs,
-                "MAX_JOBS={} on {} is above its {} cores: lower max_jobs to at most {}".format(
-                    ctx.per_node[host]["env"]["MAX_JOBS"], host, cores, cores
+                "MAX_JOBS={jobs} on {host} is above its {cores} cores: lower max_jobs to at most {cores}".format(
+                    jobs=ctx.per_node[host]["env"]["MAX_JOBS"], host=host, cores=cores
                 ),
             )

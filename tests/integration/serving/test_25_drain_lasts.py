@@ -53,7 +53,7 @@ def test_pitfall_restart_forgets_a_drained_replica(served_sim):
         stats = sim.proxy_stats(RESTARTED)
         assert stats[HELD]["status"].startswith(("DRAIN", "MAINT")), stats[HELD]
         before = int(stats[HELD]["stot"] or 0)
-        for _ in range(6):
+        for _request in range(6):
             sim.chat("still drained?", url=f"http://{sim.node_ip(RESTARTED)}:8080")
         after = int(sim.proxy_stats(RESTARTED)[HELD]["stot"] or 0)
         assert after == before, f"{RESTARTED}'s proxy sent {after - before} request(s) to the drained {HELD}"

@@ -114,7 +114,7 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
         "../roles/drain/tasks/ready.yml",
     ]
     changes = [(name, call) for name in files for call in _server_calls(load(name)) if "state" in call]
-    assert {call["state"] for _, call in changes} == {"drain", "ready"}
+    assert {call["state"] for _name, call in changes} == {"drain", "ready"}
     for name, call in changes:
         assert "record_dir" in str(call.get("record_dir")) or "proxy_admin_state_dir" in str(call.get("record_dir")), (
             name,
