@@ -379,3 +379,23 @@ def lockstep_verdict(
         "nvidia_modules": {release: covered[release] for release in release_sort(covered)},
         "missing_package": missing_package,
     }
+
+
+# apt-get prints dpkg's own failure (a maintainer script, a dependency problem) on its stdout, after the whole
+# transcript of what it fetched and unpacked; its stderr holds only "E: Sub-process /usr/bin/dpkg returned an error
+# code (1)", plus a "W:" line per package when two sources carry one version with other hashes.
+_DPKG_FAILURE = re.compile(r"^(dpkg: (error|dependency problems)|Errors were encountered while processing:)")
+_APT_NOISE = re.compile(r"^(W: |debconf: )")
+
+
+def apt_failure_text(stdout, stderr, msg="", limit=800):
+    """The part of a failed apt-get an operator needs: dpkg's errors from the first on, then apt's own E: lines.
+
+    Without a dpkg error (apt refused before dpkg ran) it is apt's stderr without its warnings, else ``msg``. The
+    last ``limit`` characters: the cause is at the end.
+    """
+    out = (stdout or "").splitlines()
+    first = next((i for i, line in enumerate(out) if _DPKG_FAILURE.match(line)), len(out))
+    errors = [line for line in (stderr or "").splitlines() if line.strip() and not _APT_NOISE.match(line)]
+    text = "\n".join(out[first:] + errors).strip() or (msg or "").strip()
+    return text[-limit:]

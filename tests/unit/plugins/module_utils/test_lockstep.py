@@ -287,3 +287,39 @@ def test_lockstep_no_metapackages_installed_still_judges_kernels():
     assert state["verdict"] == "exposed"
     assert state["modules_meta_target"] is None
     assert "nothing (not installed)" in state["message"]
+
+
+# ------------------------------------------------------------------------------------------- apt failure message
+# Issue 19 item 8 (a failure between install and hold): the operator's message must name what failed. Captured:
+# dpkg's error is on apt-get's stdout, behind the transcript; stderr holds only apt's E: line.
+APT_STDOUT = fixture("apt_install_postinst_fails.stdout")
+APT_STDERR = fixture("apt_install_postinst_fails.stderr")
+# Two sources with one version at other hashes (a node image's repository beside another build of it): apt adds a
+# W: line per package, after dpkg's run (seen in make test's nvidia_lockstep scenario, 2026-12-01).
+DISAGREE = "".join(
+    f"W: Sources disagree on hashes for supposedly identical version '6.17.0-1015.15' of '{name}:amd64'.\n"
+    for name in ("linux-nvidia-hwe-24.04", "linux-image-nvidia-hwe-24.04", "linux-headers-nvidia-hwe-24.04") * 4
+)
+
+
+def test_pitfall_failed_install_message_names_the_failing_package():
+    text = lockstep.apt_failure_text(APT_STDOUT, APT_STDERR)
+    assert text.startswith("dpkg: error processing package gb10-sim-postinst-fails (--configure):")
+    assert "post-installation script subprocess returned error exit status 1" in text
+    assert text.endswith("E: Sub-process /usr/bin/dpkg returned an error code (1)")
+    assert "Unpacking" not in text and "debconf" not in text
+
+
+def test_pitfall_failed_install_message_survives_apt_warnings():
+    plain_tail = (APT_STDERR + DISAGREE)[-800:]
+    assert "gb10-sim-postinst-fails" not in plain_tail  # what the role's message held before
+    text = lockstep.apt_failure_text(APT_STDOUT, APT_STDERR + DISAGREE)
+    assert "Errors were encountered while processing:\n gb10-sim-postinst-fails" in text
+    assert "W: " not in text
+
+
+def test_apt_failure_before_dpkg_ran_is_apt_stderr_else_msg():
+    refused = "E: Version '9.9' for 'nvidia-driver-580-open' was not found\n"
+    assert lockstep.apt_failure_text("Reading package lists...\n", DISAGREE + refused) == refused.strip()
+    assert lockstep.apt_failure_text(None, None, "no package matching") == "no package matching"
+    assert len(lockstep.apt_failure_text(APT_STDOUT, APT_STDERR, limit=50)) == 50
