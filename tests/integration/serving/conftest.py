@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -152,6 +151,7 @@ class ServedSim:
             playbook = self.repo / playbook
         variables = {"serving_profile": PROFILE, **(extravars or {})}
         private = tempfile.mkdtemp(prefix="runner-", dir=self.scratch)
+        started = time.monotonic()
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(self.repo),
@@ -163,7 +163,7 @@ class ServedSim:
             envvars=self.env,
             quiet=True,
         )
-        self.runs.append((str(playbook), runner.rc))
+        self.runs.append((playbook.name, runner.rc, round(time.monotonic() - started, 1)))
         if check and runner.rc != 0:
             pytest.fail(f"{playbook.name} failed (rc={runner.rc}, status={runner.status}):\n{failures(runner)}")
         return runner
@@ -271,4 +271,7 @@ def served_sim():
         shutil.rmtree(sim.scratch, ignore_errors=True)
         if not reuse and os.environ.get("GB10_IT_KEEP") != "1":
             sim.script("sim/down.sh")
-        print(f"\nserved_sim playbook runs: {sim.runs}", file=sys.stderr)
+        # Where make test's budget goes: every playbook run of the session with its wall time (CI logs show it).
+        lines = [f"  {seconds:7.1f} s  rc={rc}  {name}" for name, rc, seconds in sim.runs]
+        total = sum(seconds for _, _, seconds in sim.runs)
+        print(f"\nserved_sim playbook runs ({len(sim.runs)}, {total:.0f} s):\n" + "\n".join(lines))

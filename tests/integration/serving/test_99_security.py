@@ -78,8 +78,9 @@ def _node_leaks(sim, node, secrets):
     for secret in secrets:
         found = sim.exec(node, "grep", "-rlsF", "--", secret, *SEARCHED, check=False).stdout.split()
         leaks += [f"{node}:{path}" for path in found if path not in ALLOWED]
-        if secret in sim.exec(node, "journalctl", "--no-pager", "-o", "cat", check=False, timeout=300).stdout:
-            leaks.append(f"{node}: the journal")
+        journal = sim.exec(node, "journalctl", "--no-pager", "-o", "short", check=False, timeout=300).stdout
+        # Which process wrote it, the secret masked: enough to find the task or unit that leaks it.
+        leaks += [f"{node}: the journal: {line.replace(secret, '***')[:300]}" for line in _lines_with(journal, secret)]
         # What `ps -ef` shows, every process's command line (the node image may lack procps), the engines' too.
         if secret in sim.exec(node, "sh", "-c", ARGV_OF_EVERY_PROCESS, check=False).stdout:
             leaks.append(f"{node}: ps")
@@ -87,6 +88,24 @@ def _node_leaks(sim, node, secrets):
         mode = sim.exec(node, "stat", "-c", "%a %U", path, check=False).stdout.strip()
         assert mode in ("", "600 root"), f"{node}:{path} is {mode}, not 600 root"
     return leaks
+
+
+def _lines_with(text, secret, most=3):
+    return [line for line in text.splitlines() if secret in line][:most]
+
+
+def _what_leaked(path, text):
+    """The leaking task of an ansible-runner event file (its run, play, task, host and event), else the file's path."""
+    try:
+        event = json.loads(text) if path.suffix == ".json" else None
+    except ValueError:
+        event = None
+    if not isinstance(event, dict):
+        return str(path)
+    data = event.get("event_data", {})
+    action = data.get("resolved_action") or data.get("task_action")
+    where = f"{data.get('play')!r} / {data.get('task')!r} on {data.get('host')}"
+    return f"{path.parents[2].name}: {where} ({action}, {event.get('event')})"
 
 
 # Issue 18 item 5 is not done: the first make test run of this check (2026-12-01) found both canaries in the
@@ -109,6 +128,6 @@ def test_the_canary_secrets_are_found_nowhere(served_sim, tmp_path):
     for path in Path(served_sim.scratch).rglob("*"):
         if path.is_file() and "env" not in path.parts:
             text = path.read_text(errors="replace")
-            leaks += [f"ansible output {path}" for secret in secrets if secret in text]
+            leaks += [f"ansible output {_what_leaked(path, text)}" for secret in secrets if secret in text]
     print(f"\nplaybook runs searched: {served_sim.runs}")
     assert leaks == [], "secrets outside the root-only files:\n" + "\n".join(sorted(set(leaks)))
