@@ -11,10 +11,15 @@ from __future__ import annotations
 from .violation import ALL_NODES, violation
 
 
+def refuse(wrong, rule, value, message):
+    """The violation of ``rule`` (all nodes) when ``wrong``: the body of a rule on one profile-wide value."""
+    if wrong:
+        yield violation(ALL_NODES, rule, value, message)
+
+
 def unmatched(rule, pattern, value, message):
     """The violation of ``rule`` (all nodes) when ``pattern`` does not match ``value``; an empty value is None."""
-    if not pattern.match(str(value)):
-        yield violation(ALL_NODES, rule, value or None, message)
+    return refuse(not pattern.match(str(value)), rule, value or None, message)
 
 
 def each_node(ctx, rule, wrong, value, message):

@@ -26,39 +26,35 @@ def node_override_unknown_host(ctx):
         )
 
 
-def _snapshot_problem(ctx, rule_name, problem, message):
-    """``rule_name`` on each host whose given snapshot path context.py judged to have ``problem``."""
+# What context.py found wrong with a node's given snapshot path, and what the plan says about it.
+_SNAPSHOT_PROBLEMS = {
+    "not_local": "model_weights_snapshot_path on {host} is {given_snapshot!r}, not a local directory: the processor "
+    "opens files in the model path directly and fails on a repo id well into startup. Remove it (the plan computes "
+    "{computed_snapshot}) or give the snapshot's absolute path",
+    "outside_cache": "model_weights_snapshot_path on {host} is {given_snapshot}, outside the HF cache {cache} that "
+    "is mounted in the container at " + CONTAINER_HF_CACHE + ": put the snapshot under the cache (expected "
+    "{computed_snapshot})",
+}
+
+
+def _snapshot_problem(ctx, rule_name, problem):
     return each_node(
         ctx,
         rule_name,
         lambda figures: figures["snapshot_problem"] == problem,
         lambda figures: figures["given_snapshot"],
-        message,
+        _SNAPSHOT_PROBLEMS[problem],
     )
 
 
 @rule("model_not_local_path", pitfall="seed 004: repo id vs local snapshot path")
 def model_not_local_path(ctx):
-    return _snapshot_problem(
-        ctx,
-        "model_not_local_path",
-        "not_local",
-        "model_weights_snapshot_path on {host} is {given_snapshot!r}, not a local directory: the processor opens "
-        "files in the model path directly and fails on a repo id well into startup. Remove it (the plan computes "
-        "{computed_snapshot}) or give the snapshot's absolute path",
-    )
+    return _snapshot_problem(ctx, "model_not_local_path", "not_local")
 
 
 @rule("model_snapshot_outside_cache", pitfall="seed 004: no shared filesystem (weights on every node)")
 def model_snapshot_outside_cache(ctx):
-    return _snapshot_problem(
-        ctx,
-        "model_snapshot_outside_cache",
-        "outside_cache",
-        "model_weights_snapshot_path on {host} is {given_snapshot}, outside the HF cache {cache} that is mounted "
-        "in the container at " + CONTAINER_HF_CACHE + ": put the snapshot under the cache (expected "
-        "{computed_snapshot})",
-    )
+    return _snapshot_problem(ctx, "model_snapshot_outside_cache", "outside_cache")
 
 
 @rule("node_facts_missing", pitfall="input validation")
