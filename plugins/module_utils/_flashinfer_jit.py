@@ -50,6 +50,13 @@ DEFAULT_PER_JOB_PEAK_SOURCE = MEASURED_PER_JOB_MIB["x86_64"][2]
 DEFAULT_RESERVE_MIB = 8192
 
 STAMP_NAME = "gb10-prebuild.json"
+# The options of the modules that judge an image's stamps in a node's cache (doc fragment
+# gb10.serving.flashinfer_stamps and gb10.serving.node document them; the three change together).
+STAMPS_ARGUMENT_SPEC = {
+    "node": {"type": "str", "required": True},
+    "cache_dir": {"type": "path", "required": True},
+    "image": {"type": "str", "required": True},
+}
 LOG_NAME = "gb10-prebuild.log"
 
 # Processes of the CUDA/C++ toolchain that a JIT build runs; an OOM kill of one of them is a build casualty.

@@ -20,19 +20,10 @@ description:
     and compares the text's sha256 with the prebuild stamp's C(ninja_sha256).
   - Fails, naming the node and the differing lines (a unified diff of the two build.ninja files, trimmed), when
     they differ.
+extends_documentation_fragment:
+  - gb10.serving.node
+  - gb10.serving.flashinfer_stamps
 options:
-  node:
-    description: The node's name, for the messages.
-    type: str
-    required: true
-  cache_dir:
-    description: The node's FlashInfer cache; every prebuild stamp in it for I(image) is checked.
-    type: path
-    required: true
-  image:
-    description: The image the serving unit runs (repository@sha256:...); stamps of other images are not its cache.
-    type: str
-    required: true
   argv:
     description:
       - The C(docker run) argv of the throwaway container, ending in the entry point's C(--ninja-only); the module
@@ -168,9 +159,7 @@ def _serving_ninja(module, params, capability):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "node": {"type": "str", "required": True},
-            "cache_dir": {"type": "path", "required": True},
-            "image": {"type": "str", "required": True},
+            **fj.STAMPS_ARGUMENT_SPEC,
             "argv": {"type": "list", "elements": "str", "required": True},
             # The secrets file of the serving unit is one of them.
             "env_files": {"type": "list", "elements": "dict", "required": True, "no_log": True},

@@ -15,24 +15,14 @@ description:
     finished (issue 17). A load with ninja having nothing to do changes neither.
   - Fails, naming the node, the module and what differed, when I(fail) is true and any module was rebuilt.
 options:
-  node:
-    description: The node's name, for the messages.
-    type: str
-    required: true
-  cache_dir:
-    description: The node's FlashInfer cache (host folder).
-    type: path
-    required: true
-  image:
-    description: The image the serving unit runs (repository@sha256:...).
-    type: str
-    required: true
   fail:
     description: Fail when a module was rebuilt (false only reports).
     type: bool
     default: true
 extends_documentation_fragment:
   - gb10.serving.read_only
+  - gb10.serving.node
+  - gb10.serving.flashinfer_stamps
 author:
   - gb10.serving maintainers (!UNKNOWN)
 """
@@ -113,9 +103,7 @@ def run(params):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "node": {"type": "str", "required": True},
-            "cache_dir": {"type": "path", "required": True},
-            "image": {"type": "str", "required": True},
+            **fj.STAMPS_ARGUMENT_SPEC,
             "fail": {"type": "bool", "default": True},
         },
         supports_check_mode=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from .checks import each_node, unmatched
 from .inputs import (
     ENV_NAME_RE,
     PROFILE_NAME_RE,
@@ -26,29 +27,31 @@ from .violation import ALL_NODES, violation
 @rule("profile_name_unsafe", pitfall="input validation", stage="profile")
 def profile_name_unsafe(ctx):
     name = ctx.profile_name
-    if name and not PROFILE_NAME_RE.match(str(name)):
-        yield violation(
-            ALL_NODES,
-            "profile_name_unsafe",
-            name,
-            f"serving profile name {name!r} is written into the systemd units and haproxy.cfg as it is: use "
-            "letters, digits, '.', '_' and '-' only (at most 64, starting with a letter or digit)",
-        )
+    if not name:
+        return ()
+    return unmatched(
+        "profile_name_unsafe",
+        PROFILE_NAME_RE,
+        name,
+        f"serving profile name {name!r} is written into the systemd units and haproxy.cfg as it is: use "
+        "letters, digits, '.', '_' and '-' only (at most 64, starting with a letter or digit)",
+    )
 
 
 @rule("served_model_name_unsafe", pitfall="input validation")
 def served_model_name_unsafe(ctx):
     name = ctx.served_name
-    if name and not SERVED_NAME_RE.match(str(name)):
-        yield violation(
-            ALL_NODES,
-            "served_model_name_unsafe",
-            name,
-            f"model.served_model_name {name!r} is written into the serving unit's Description= line as it is, "
-            "where a line break would start new unit directives: use letters, digits and . _ : / @ + - only "
-            "(at most 128, starting with a letter or digit), e.g. "
-            + repr(re.sub(r"[^A-Za-z0-9._:/@+-]+", "-", str(name)).strip("-")[:128] or "my-model"),
-        )
+    if not name:
+        return ()
+    return unmatched(
+        "served_model_name_unsafe",
+        SERVED_NAME_RE,
+        name,
+        f"model.served_model_name {name!r} is written into the serving unit's Description= line as it is, "
+        "where a line break would start new unit directives: use letters, digits and . _ : / @ + - only "
+        "(at most 128, starting with a letter or digit), e.g. "
+        + repr(re.sub(r"[^A-Za-z0-9._:/@+-]+", "-", str(name)).strip("-")[:128] or "my-model"),
+    )
 
 
 @rule("env_unsafe", pitfall="input validation")
@@ -142,16 +145,14 @@ def bind_all_interfaces(ctx):
 def node_address_invalid(ctx):
     if ctx.tensor_parallel:
         return  # tp_node_ip refuses a rank's address that is not an IP address
-    for host in ctx.hosts:
-        address = ctx.per_node[host]["address"]
-        if address and _address_problem(address):
-            yield violation(
-                host,
-                "node_address_invalid",
-                address,
-                f"gb10_fabric_address of {host} is {address!r}, not an IP address: vLLM binds it and the proxy "
-                "and keepalived configuration are written with it. Set it to the node's address",
-            )
+    return each_node(
+        ctx,
+        "node_address_invalid",
+        lambda figures: figures["address"] and _address_problem(figures["address"]),
+        lambda figures: figures["address"],
+        "gb10_fabric_address of {host} is {value!r}, not an IP address: vLLM binds it and the proxy "
+        "and keepalived configuration are written with it. Set it to the node's address",
+    )
 
 
 @rule("node_interface_invalid", pitfall="input validation")

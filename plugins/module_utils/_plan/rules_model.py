@@ -9,6 +9,7 @@ import json
 import re
 
 from . import tp as _tp
+from .checks import refuse, unmatched
 from .context import TOPOLOGIES
 from .registry import rule
 from .violation import ALL_NODES, violation
@@ -49,25 +50,19 @@ def vllm_catalog_missing(ctx):
 
 @rule("model_repo_id", pitfall="input validation")
 def model_repo_id(ctx):
-    if not _REPO_ID_RE.match(ctx.repo_id):
-        yield violation(
-            ALL_NODES,
-            "model_repo_id",
-            ctx.repo_id or None,
-            f"model.repo_id must be <org>/<name>, got {ctx.repo_id!r}",
-        )
+    return unmatched(
+        "model_repo_id", _REPO_ID_RE, ctx.repo_id, f"model.repo_id must be <org>/<name>, got {ctx.repo_id!r}"
+    )
 
 
 @rule("model_revision_not_pinned", pitfall="seed 004: digest-pinned community image (a branch moves like a tag)")
 def model_revision_not_pinned(ctx):
-    if not _REVISION_RE.match(ctx.revision):
-        yield violation(
-            ALL_NODES,
-            "model_revision_not_pinned",
-            ctx.revision or None,
-            f"model.revision {ctx.revision!r} is not a commit: pin the 40-hex commit id "
-            "(a branch such as 'main' moves)",
-        )
+    return unmatched(
+        "model_revision_not_pinned",
+        _REVISION_RE,
+        ctx.revision,
+        f"model.revision {ctx.revision!r} is not a commit: pin the 40-hex commit id (a branch such as 'main' moves)",
+    )
 
 
 @rule("served_model_name_missing", pitfall="seed 004: repo id vs local snapshot path")
@@ -150,28 +145,26 @@ def speculative_drafter_size(ctx):
 
 @rule("context_length", pitfall="seed 004: the context ladder with abort criteria")
 def context_length(ctx):
-    if ctx.context_length is None:
-        given = ctx.profile.get("context_length")
-        yield violation(
-            ALL_NODES,
-            "context_length",
-            given,
-            f"context_length must be a positive integer (it becomes --max-model-len), got {given!r}",
-        )
+    given = ctx.profile.get("context_length")
+    return refuse(
+        ctx.context_length is None,
+        "context_length",
+        given,
+        f"context_length must be a positive integer (it becomes --max-model-len), got {given!r}",
+    )
 
 
 @rule("max_jobs_missing", pitfall=_MAX_JOBS)
 def max_jobs_missing(ctx):
-    if ctx.max_jobs is None:
-        given = ctx.profile.get("max_jobs")
-        yield violation(
-            ALL_NODES,
-            "max_jobs_missing",
-            given,
-            f"max_jobs is {given!r}: MAX_JOBS defaults to the CPU count and the FlashInfer JIT then runs "
-            "that many ~1.2-5 GiB compiler processes on top of the resident weights. Set max_jobs (2 while a model "
-            "is resident) and the plan forwards MAX_JOBS to every container",
-        )
+    given = ctx.profile.get("max_jobs")
+    return refuse(
+        ctx.max_jobs is None,
+        "max_jobs_missing",
+        given,
+        f"max_jobs is {given!r}: MAX_JOBS defaults to the CPU count and the FlashInfer JIT then runs "
+        "that many ~1.2-5 GiB compiler processes on top of the resident weights. Set max_jobs (2 while a model "
+        "is resident) and the plan forwards MAX_JOBS to every container",
+    )
 
 
 @rule("not_a_number", pitfall="input validation")

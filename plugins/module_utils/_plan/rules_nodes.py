@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from .checks import each_node
 from .context import CONTAINER_HF_CACHE
 from .registry import rule
 from .violation import violation
@@ -25,34 +26,35 @@ def node_override_unknown_host(ctx):
         )
 
 
+# What context.py found wrong with a node's given snapshot path, and what the plan says about it.
+_SNAPSHOT_PROBLEMS = {
+    "not_local": "model_weights_snapshot_path on {host} is {given_snapshot!r}, not a local directory: the processor "
+    "opens files in the model path directly and fails on a repo id well into startup. Remove it (the plan computes "
+    "{computed_snapshot}) or give the snapshot's absolute path",
+    "outside_cache": "model_weights_snapshot_path on {host} is {given_snapshot}, outside the HF cache {cache} that "
+    "is mounted in the container at " + CONTAINER_HF_CACHE + ": put the snapshot under the cache (expected "
+    "{computed_snapshot})",
+}
+
+
+def _snapshot_problem(ctx, rule_name, problem):
+    return each_node(
+        ctx,
+        rule_name,
+        lambda figures: figures["snapshot_problem"] == problem,
+        lambda figures: figures["given_snapshot"],
+        _SNAPSHOT_PROBLEMS[problem],
+    )
+
+
 @rule("model_not_local_path", pitfall="seed 004: repo id vs local snapshot path")
 def model_not_local_path(ctx):
-    for host in ctx.hosts:
-        figures = ctx.per_node[host]
-        if figures["snapshot_problem"] == "not_local":
-            yield violation(
-                host,
-                "model_not_local_path",
-                figures["given_snapshot"],
-                f"model_weights_snapshot_path on {host} is {figures['given_snapshot']!r}, not a local directory: the "
-                "processor opens files in the model path directly and fails on a repo id well into startup. Remove "
-                f"it (the plan computes {figures['computed_snapshot']}) or give the snapshot's absolute path",
-            )
+    return _snapshot_problem(ctx, "model_not_local_path", "not_local")
 
 
 @rule("model_snapshot_outside_cache", pitfall="seed 004: no shared filesystem (weights on every node)")
 def model_snapshot_outside_cache(ctx):
-    for host in ctx.hosts:
-        figures = ctx.per_node[host]
-        if figures["snapshot_problem"] == "outside_cache":
-            yield violation(
-                host,
-                "model_snapshot_outside_cache",
-                figures["given_snapshot"],
-                f"model_weights_snapshot_path on {host} is {figures['given_snapshot']}, outside the HF cache "
-                f"{figures['cache']} that is mounted in the container at {CONTAINER_HF_CACHE}: put the snapshot "
-                f"under the cache (expected {figures['computed_snapshot']})",
-            )
+    return _snapshot_problem(ctx, "model_snapshot_outside_cache", "outside_cache")
 
 
 @rule("node_facts_missing", pitfall="input validation")

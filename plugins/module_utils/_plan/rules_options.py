@@ -22,19 +22,21 @@ def _verdicts(ctx, name):
     return [found for found in ctx.option_findings if found["rule"] == name]
 
 
-@rule("vllm_option_name", pitfall=_FLAGS)
-def vllm_option_name(ctx):
-    return _verdicts(ctx, "vllm_option_name")
+def _reported(name):
+    """Register the rule ``name``: it reports argv.options' verdicts of that name, and nothing of its own."""
+
+    def check(ctx):
+        return _verdicts(ctx, name)
+
+    # repr() and introspection of RULES then name the rule, as they do for a rule written out as a def.
+    check.__name__ = check.__qualname__ = name
+    return rule(name, pitfall=_FLAGS)(check)
 
 
-@rule("vllm_option_owned_by_plan", pitfall=_FLAGS)
-def vllm_option_owned_by_plan(ctx):
-    return _verdicts(ctx, "vllm_option_owned_by_plan")
-
-
-@rule("vllm_flag_abbreviated", pitfall=_FLAGS)
-def vllm_flag_abbreviated(ctx):
-    return _verdicts(ctx, "vllm_flag_abbreviated")
+# Registration order is the order plans list violations in: keep vllm_flag_unknown between these two groups.
+vllm_option_name = _reported("vllm_option_name")
+vllm_option_owned_by_plan = _reported("vllm_option_owned_by_plan")
+vllm_flag_abbreviated = _reported("vllm_flag_abbreviated")
 
 
 @rule("vllm_flag_unknown", pitfall=_FLAGS)
@@ -60,29 +62,11 @@ def vllm_flag_unknown(ctx):
             )
 
 
-@rule("vllm_flag_needs_value", pitfall=_FLAGS)
-def vllm_flag_needs_value(ctx):
-    return _verdicts(ctx, "vllm_flag_needs_value")
-
-
-@rule("vllm_flag_takes_no_value", pitfall=_FLAGS)
-def vllm_flag_takes_no_value(ctx):
-    return _verdicts(ctx, "vllm_flag_takes_no_value")
-
-
-@rule("vllm_flag_json_invalid", pitfall=_FLAGS)
-def vllm_flag_json_invalid(ctx):
-    return _verdicts(ctx, "vllm_flag_json_invalid")
-
-
-@rule("vllm_flag_json_shape", pitfall=_FLAGS)
-def vllm_flag_json_shape(ctx):
-    return _verdicts(ctx, "vllm_flag_json_shape")
-
-
-@rule("vllm_flag_choice", pitfall=_FLAGS)
-def vllm_flag_choice(ctx):
-    return _verdicts(ctx, "vllm_flag_choice")
+vllm_flag_needs_value = _reported("vllm_flag_needs_value")
+vllm_flag_takes_no_value = _reported("vllm_flag_takes_no_value")
+vllm_flag_json_invalid = _reported("vllm_flag_json_invalid")
+vllm_flag_json_shape = _reported("vllm_flag_json_shape")
+vllm_flag_choice = _reported("vllm_flag_choice")
 
 
 def _limits(options):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 
 from . import tp as _tp
+from .checks import each_node
 from .registry import rule
 from .violation import ALL_NODES, violation
 
@@ -125,18 +126,15 @@ def tp_socket_ifname(ctx):
 @rule("tp_ray_memory_monitor", pitfall="seed 000: Ray's memory monitor killing CUDA-graph capture at 95 %")
 def tp_ray_memory_monitor(ctx):
     if not ctx.tensor_parallel:
-        return
-    for host in ctx.hosts:
-        value = ctx.per_node[host]["env"].get("RAY_memory_monitor_refresh_ms")
-        if value != "0":
-            yield violation(
-                host,
-                "tp_ray_memory_monitor",
-                value,
-                f"RAY_memory_monitor_refresh_ms on {host} is {value!r}: Ray's "
-                "memory monitor kills workers on unified memory, where the model's allocation is host memory. "
-                "Remove it from the profile's env (the plan sets 0)",
-            )
+        return ()
+    return each_node(
+        ctx,
+        "tp_ray_memory_monitor",
+        lambda figures: figures["env"].get("RAY_memory_monitor_refresh_ms") != "0",
+        lambda figures: figures["env"].get("RAY_memory_monitor_refresh_ms"),
+        "RAY_memory_monitor_refresh_ms on {host} is {value!r}: Ray's memory monitor kills workers on unified "
+        "memory, where the model's allocation is host memory. Remove it from the profile's env (the plan sets 0)",
+    )
 
 
 @rule("tp_executor_backend", pitfall="seed 004: vLLM flags that look right and are not")
