@@ -12,7 +12,6 @@ source whose blobs live in huggingface_hub's shared (Xet) store is sent as the p
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -25,15 +24,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from source_loader import load
 
 from ansible_collections.gb10.serving.plugins.module_utils import _weights
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
 SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-_spec = importlib.util.spec_from_file_location("gb10_weights_transfer_fanout", SCRIPT)
-transfer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(transfer)
+transfer = load("gb10_weights_transfer_fanout", SCRIPT)
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
 SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
