@@ -23,6 +23,7 @@ import tarfile
 import threading
 from pathlib import Path
 
+import hf_cache_layout
 import pytest
 from source_loader import load
 
@@ -59,23 +60,8 @@ MANIFEST = _weights.manifest_from_tree([tree_entry(p, d) for p, d in FILES.items
 
 
 def lay_out(root, shared=False):
-    folder = root / "hub" / "models--org--m"
-    snapshot = folder / "snapshots" / REV
-    (folder / "blobs").mkdir(parents=True, exist_ok=True)
-    for path, data in FILES.items():
-        blob = MANIFEST[path]["blob"]
-        if shared and path.endswith(".safetensors"):
-            xet = hashlib.sha256(b"xet " + data).hexdigest()
-            store = root / "hub" / "blobs" / xet[:2]
-            store.mkdir(parents=True, exist_ok=True)
-            (store / xet).write_bytes(data)
-            os.symlink(f"../../blobs/{xet[:2]}/{xet}", folder / "blobs" / blob)
-        else:
-            (folder / "blobs" / blob).write_bytes(data)
-        link = snapshot / path
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(os.path.relpath(folder / "blobs" / blob, link.parent), link)
-    return folder
+    shards = [path for path in FILES if path.endswith(".safetensors")] if shared else ()
+    return hf_cache_layout.lay_out(root / "hub", "org/m", REV, FILES, MANIFEST, shared=shards)
 
 
 def write_private(path, text):
