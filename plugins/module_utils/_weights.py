@@ -12,6 +12,9 @@ Hashing 181 GiB takes minutes, so it is incremental: a JSON cache keyed by the b
 cache root remembers size, mtime_ns, ctime_ns and the digests, and a file is hashed again only when one of them
 moved (a write that restores the mtime still moves ctime). The module ``weights_complete`` and the transfer script
 of the model_weights role share that cache, so a blob the fetch or the copy has just hashed is not hashed again.
+
+That script runs in the serving image, where the collection is not installed: the role copies this file next to it
+and it imports it from there. So this file imports the standard library only.
 """
 
 from __future__ import annotations
@@ -55,6 +58,24 @@ def manifest_from_tree(entries):
     return dict(sorted(manifest.items()))
 
 
+def tree_entries(repo_files):
+    """Tree entries as :func:`manifest_from_tree` reads them, from huggingface_hub's ``RepoFile`` objects.
+
+    A folder (no size) is left out; ``blob_id`` is the git oid, ``lfs.sha256`` an LFS file's content digest.
+    """
+    return [
+        {
+            "type": "file",
+            "path": f.path,
+            "size": f.size,
+            "oid": f.blob_id,
+            "lfs": {"oid": f.lfs.sha256} if f.lfs else None,
+        }
+        for f in repo_files
+        if getattr(f, "size", None) is not None
+    ]
+
+
 def expected_digests(entry):
     """{"sha256": ...} or {"git_sha1": ...} a manifest entry promises; {} when it promises nothing.
 
@@ -73,19 +94,32 @@ def expected_digests(entry):
     return {}
 
 
+class Hasher:
+    """sha256, and the git blob sha1 (``blob <size>\\0`` + content) when ``git``, of bytes as they pass."""
+
+    def __init__(self, size, git=False):
+        self.sha256 = hashlib.sha256()
+        self.sha1 = hashlib.sha1(b"blob %d\0" % size) if git else None
+
+    def update(self, chunk):
+        self.sha256.update(chunk)
+        if self.sha1 is not None:
+            self.sha1.update(chunk)
+
+    def digests(self):
+        found = {"sha256": self.sha256.hexdigest()}
+        if self.sha1 is not None:
+            found["git_sha1"] = self.sha1.hexdigest()
+        return found
+
+
 def hash_file(path, size, git=False):
-    """{"sha256"} of a file, and its git blob sha1 (``blob <size>\\0`` + content) when ``git``."""
-    sha256 = hashlib.sha256()
-    sha1 = hashlib.sha1(b"blob %d\0" % size) if git else None
+    """{"sha256"} of a file, and its git blob sha1 when ``git``."""
+    hasher = Hasher(size, git)
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):
-            sha256.update(chunk)
-            if sha1 is not None:
-                sha1.update(chunk)
-    digests = {"sha256": sha256.hexdigest()}
-    if sha1 is not None:
-        digests["git_sha1"] = sha1.hexdigest()
-    return digests
+            hasher.update(chunk)
+    return hasher.digests()
 
 
 def stat_key(stat):

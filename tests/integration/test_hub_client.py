@@ -9,7 +9,6 @@ bytes plus one 10 MiB read chunk.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import sys
 import threading
@@ -18,18 +17,11 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from source_loader import load
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNK = 10 * 1024 * 1024
 TOKEN = "hf_testTokenForTheLocalHub"
-
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 hub = load("gb10_sim_hub", REPO / "sim/hub/hub.py")

@@ -31,12 +31,30 @@ import tarfile
 import threading
 import time
 
+# The serving image has no collection to import from: the role copies plugins/module_utils/_weights.py next to this
+# script, into the folder the container mounts, so the content rules are the module's own. Run from the role's
+# files/ (a checkout, the unit tests), the collection's copy beside the role serves.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+sys.path.append(os.path.join(_HERE, os.pardir, os.pardir, os.pardir, "plugins", "module_utils"))
+
+from _weights import (
+    HASH_CACHE_VERSION,  # noqa: F401 (the format of the cache file this script writes; the tests compare it)
+    Hasher,
+    cache_key,
+    cached_digests,
+    dump_hash_cache,
+    expected_digests,
+    hash_file,
+    load_hash_cache,
+    manifest_from_tree,
+    remember,
+    tree_entries,
+)
+from _weights import repo_folder as _repo_folder
+
 CACHE = os.environ.get("GB10_HF_HUB_CACHE", "/root/.cache/huggingface/hub")
-HASH_CACHE_VERSION = 1  # the format of plugins/module_utils/_weights.py, which reads the same file
-CHUNK = 8 << 20
 LINE_LIMIT = 16 << 20  # a handshake line (the list of wanted paths) longer than this is refused
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
 
 class Refused(Exception):
@@ -44,7 +62,7 @@ class Refused(Exception):
 
 
 def repo_folder(repo_id):
-    return os.path.join(CACHE, "models--" + repo_id.replace("/", "--"))
+    return os.path.join(CACHE, _repo_folder(repo_id))
 
 
 class Status:
@@ -128,69 +146,6 @@ def blob_bytes(folder, manifest):
     return total
 
 
-# Content. The same rules as plugins/module_utils/_weights.py (this script runs in the serving image, without the
-# collection); tests/unit/roles/model_weights keeps the two equal.
-
-
-def manifest_from_tree(entries):
-    """{path: {"size", "blob", "sha256" | "git_oid"}} from the hub's tree: ``lfs.oid`` is an LFS file's sha256."""
-    manifest = {}
-    for entry in entries:
-        if entry.get("type", "file") != "file":
-            continue
-        lfs = entry.get("lfs") or {}
-        if lfs.get("oid"):
-            item = {"size": int(entry["size"]), "blob": lfs["oid"], "sha256": lfs["oid"]}
-        else:
-            item = {"size": int(entry["size"]), "blob": entry.get("oid"), "git_oid": entry.get("oid")}
-        manifest[entry["path"]] = item
-    return dict(sorted(manifest.items()))
-
-
-def expected_digests(entry):
-    if entry.get("sha256"):
-        return {"sha256": entry["sha256"]}
-    if entry.get("git_oid"):
-        return {"git_sha1": entry["git_oid"]}
-    blob = entry.get("blob") or ""
-    if _SHA256.match(blob):
-        return {"sha256": blob}
-    if _SHA1.match(blob):
-        return {"git_sha1": blob}
-    return {}
-
-
-class Hasher:
-    """sha256 (and the git blob sha1 when asked) of bytes as they pass."""
-
-    def __init__(self, size, git):
-        self.sha256 = hashlib.sha256()
-        self.sha1 = hashlib.sha1(b"blob %d\0" % size) if git else None
-
-    def update(self, chunk):
-        self.sha256.update(chunk)
-        if self.sha1 is not None:
-            self.sha1.update(chunk)
-
-    def digests(self):
-        found = {"sha256": self.sha256.hexdigest()}
-        if self.sha1 is not None:
-            found["git_sha1"] = self.sha1.hexdigest()
-        return found
-
-
-def hash_file(path, size, git=False):
-    hasher = Hasher(size, git)
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            hasher.update(chunk)
-    return hasher.digests()
-
-
-def stat_key(info):
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "ctime_ns": info.st_ctime_ns}
-
-
 class HashCache:
     """The role's hash cache: digests by the blob's real path under the cache root, valid while size, mtime and
     ctime stand. Shared with the weights_complete module, so what this run hashed is not hashed again there."""
@@ -200,31 +155,26 @@ class HashCache:
         if path and os.path.isfile(path):
             try:
                 with open(path) as handle:
-                    data = json.load(handle)
-                if data.get("version") == HASH_CACHE_VERSION:
-                    self.files = dict(data.get("files") or {})
-            except (OSError, ValueError, AttributeError):
+                    self.files = load_hash_cache(handle.read())
+            except (OSError, ValueError):  # unreadable, or files that are no mapping: start empty
                 self.files = {}
 
     def key(self, real):
-        relative = os.path.relpath(real, self.root)
-        return real if relative.startswith(os.pardir) else relative
+        return cache_key(self.root, real)
 
     def digests(self, path, size, git):
         """The digests of the file at ``path`` (links followed): remembered when unchanged, else hashed now."""
         real = os.path.realpath(path)
         info = os.stat(real)
-        entry = self.files.get(self.key(real)) or {}
-        unchanged = all(entry.get(k) == v for k, v in stat_key(info).items())
-        if unchanged and "sha256" in entry and (not git or "git_sha1" in entry):
-            return {k: entry[k] for k in ("sha256", "git_sha1") if k in entry}
-        found = hash_file(real, size, git)
-        self.remember(real, found, info)  # as it was before the read: a change meanwhile shows next time
+        found = cached_digests(self.files, self.key(real), info, want_git=git)
+        if found is None:
+            found = hash_file(real, size, git)
+            self.remember(real, found, info)  # as it was before the read: a change meanwhile shows next time
         return found
 
     def remember(self, path, digests, info=None):
         real = os.path.realpath(path)
-        self.files[self.key(real)] = {**stat_key(info or os.stat(real)), **digests}
+        remember(self.files, self.key(real), info or os.stat(real), digests)
 
     def forget(self, path):
         """The digests remembered for ``path``, dropped from the cache (the file is about to be renamed)."""
@@ -237,7 +187,7 @@ class HashCache:
         files = {k: v for k, v in self.files.items() if os.path.exists(os.path.join(self.root, k))}
         tmp = self.path + ".tmp"
         with open(tmp, "w") as handle:
-            json.dump({"version": HASH_CACHE_VERSION, "files": dict(sorted(files.items()))}, handle, indent=0)
+            handle.write(dump_hash_cache(files))
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.path)
 
@@ -301,17 +251,7 @@ def fetch(args):
     api = HfApi(endpoint=args.endpoint, token=token)
     try:
         info = api.model_info(args.repo, revision=args.revision)
-        entries = [
-            {
-                "type": "file",
-                "path": f.path,
-                "size": f.size,
-                "oid": f.blob_id,
-                "lfs": {"oid": f.lfs.sha256} if f.lfs else None,
-            }
-            for f in api.list_repo_tree(args.repo, revision=args.revision, recursive=True)
-            if getattr(f, "size", None) is not None
-        ]
+        entries = tree_entries(api.list_repo_tree(args.repo, revision=args.revision, recursive=True))
     except RevisionNotFoundError:
         status.error = f"the hub {args.endpoint} has no revision {args.revision} of {args.repo}"
         status.write(final=True)

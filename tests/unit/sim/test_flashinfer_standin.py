@@ -25,18 +25,26 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def prebuild(workspace, **extra):
-    env = {
+def standin_env(workspace, **extra):
+    """Only what a process needs to import the stand-in with its workspace at ``workspace``, and ``extra``."""
+    return {
         "PATH": os.environ["PATH"],
-        "HOME": str(workspace),
         "PYTHONPATH": str(STANDIN),
         "FLASHINFER_WORKSPACE_BASE": str(workspace),
-        "GB10_IMAGE_DIGEST": DIGEST,
         **SMALL,
         **extra,
     }
-    argv = [sys.executable, str(ENTRY), "--compute-capability", "12.1"]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def python(args, env, timeout):
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def prebuild(workspace, **extra):
+    env = standin_env(workspace, **{"HOME": str(workspace), "GB10_IMAGE_DIGEST": DIGEST, **extra})
+    proc = python([str(ENTRY), "--compute-capability", "12.1"], env, timeout=300)
     results = [line for line in proc.stdout.splitlines() if line.startswith("GB10_PREBUILD_RESULT ")]
     assert results, proc.stdout + proc.stderr
     return proc.returncode, json.loads(results[-1].split(" ", 1)[1]), proc.stdout
@@ -58,19 +66,7 @@ def test_standin_builds_into_the_real_layout_then_rebuilds_nothing(tmp_path):
     assert (rc, second["status"]) == (0, "present")
 
     # What a serving process does: flashinfer's own call in a fresh process; ninja has nothing to do.
-    code = "from flashinfer.fused_moe.core import get_cutlass_fused_moe_module as g; g('121'); print('loaded')"
-    env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(STANDIN),
-        "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
-        "FLASHINFER_CUDA_ARCH_LIST": "12.1",
-        "FLASHINFER_JIT_VERBOSE": "1",
-        "FLASHINFER_JIT_DEBUG": "0",
-        **SMALL,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    proc = serving_call(tmp_path)
     assert "ninja: no work to do." in proc.stdout, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("loaded")
     assert (build_dir / ".ninja_log").read_text().splitlines() == log_lines
@@ -97,19 +93,8 @@ def test_pitfall_standin_killed_compiler_is_reported_as_oom(tmp_path):
 def serving_call(workspace, **extra):
     """The serving process's own call, in a fresh process: get_cutlass_fused_moe_module with ninja's lines shown."""
     code = "from flashinfer.fused_moe.core import get_cutlass_fused_moe_module as g; g('121'); print('loaded')"
-    env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(STANDIN),
-        "FLASHINFER_WORKSPACE_BASE": str(workspace),
-        "FLASHINFER_CUDA_ARCH_LIST": "12.1",
-        "FLASHINFER_JIT_VERBOSE": "1",
-        "FLASHINFER_JIT_DEBUG": "0",
-        **SMALL,
-        **extra,
-    }
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    shown = {"FLASHINFER_CUDA_ARCH_LIST": "12.1", "FLASHINFER_JIT_VERBOSE": "1", "FLASHINFER_JIT_DEBUG": "0"}
+    return python(["-c", code], standin_env(workspace, **{**shown, **extra}), timeout=120)
 
 
 def test_pitfall_standin_another_cc_rebuilds_every_unit(tmp_path):
@@ -137,20 +122,15 @@ def test_standin_ninja_text_carries_its_inputs(tmp_path, monkeypatch):
         "print(cpp_ext.generate_ninja_build_for_op(s.name, s.sources, s.extra_cflags, s.extra_cuda_cflags,"
         " s.extra_ldflags, s.extra_include_dirs, s.needs_device_linking)); print(s.ninja_path.exists())"
     )
-    env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(STANDIN),
-        "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
-        "FLASHINFER_CUDA_ARCH_LIST": "12.1",
-        "CC": "/opt/gcc/bin/gcc",
-        "CXX": "/opt/gcc/bin/g++",
-        "CUDA_HOME": "/usr/local/cuda-13.0",
-        "FLASHINFER_EXTRA_CUDAFLAGS": "-DX=1",
-        **{k: v for k, v in SMALL.items() if k != "CC"},
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    env = standin_env(
+        tmp_path,
+        FLASHINFER_CUDA_ARCH_LIST="12.1",
+        CC="/opt/gcc/bin/gcc",
+        CXX="/opt/gcc/bin/g++",
+        CUDA_HOME="/usr/local/cuda-13.0",
+        FLASHINFER_EXTRA_CUDAFLAGS="-DX=1",
     )
+    proc = python(["-c", code], env, timeout=60)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     for needle in ("nvcc = /opt/gcc/bin/gcc", "cxx = /opt/gcc/bin/g++", "cuda_home = /usr/local/cuda-13.0", "-DX=1"):
@@ -160,16 +140,8 @@ def test_standin_ninja_text_carries_its_inputs(tmp_path, monkeypatch):
 
 
 def ninja_only(workspace, **extra):
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(workspace),
-        "PYTHONPATH": str(STANDIN),
-        "FLASHINFER_WORKSPACE_BASE": str(workspace),
-        **SMALL,
-        **extra,
-    }
-    argv = [sys.executable, str(ENTRY), "--ninja-only", "--compute-capability", "12.1"]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    env = standin_env(workspace, **{"HOME": str(workspace), **extra})
+    proc = python([str(ENTRY), "--ninja-only", "--compute-capability", "12.1"], env, timeout=120)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("GB10_PREBUILD_NINJA ")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
     return json.loads(lines[-1].split(" ", 1)[1])

@@ -8,27 +8,18 @@ the manifest built from them proves the served bytes. A two-file repository, so 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from source_loader import load
 
 from ansible_collections.gb10.serving.plugins.module_utils import _weights
 
 REPO = Path(__file__).resolve().parents[3]
 COMMIT = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
 FILES = {"config.json": b'{"model_type": "tiny"}', "model-00001-of-00001.safetensors": b"\x01\x02" * 5000}
-
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -57,16 +48,8 @@ def test_the_real_client_reads_the_digests_the_content_proof_needs(endpoint):
     assert config.lfs is None
     assert config.blob_id == hashlib.sha1(b"blob %d\0" % len(FILES["config.json"]) + FILES["config.json"]).hexdigest()
     # The entries as the fetch builds them from the client's objects.
-    entries = [
-        {
-            "type": "file",
-            "path": f.path,
-            "size": f.size,
-            "oid": f.blob_id,
-            "lfs": {"oid": f.lfs.sha256} if f.lfs else None,
-        }
-        for f in listed.values()
-    ]
+    entries = _weights.tree_entries(listed.values())
+    assert [e["path"] for e in entries] == list(listed)
     manifest = _weights.manifest_from_tree(entries)
     for path, data in FILES.items():
         digest = _weights.expected_digests(manifest[path])

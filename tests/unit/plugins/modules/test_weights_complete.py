@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import hf_cache_layout
 import pytest
 from module_harness import run_main
 
@@ -30,21 +31,7 @@ MANIFEST = {path: manifest_entry(path, data) for path, data in FILES.items()}
 
 def lay_out(tmp_path, shared=False):
     """The cache as hf_hub_download leaves it; ``shared``: blobs in the cache-wide store, as Xet downloads do."""
-    folder = tmp_path / "hub" / "models--org--m"
-    snapshot = folder / "snapshots" / REV
-    (folder / "blobs").mkdir(parents=True)
-    snapshot.mkdir(parents=True)
-    for path, data in FILES.items():
-        blob = MANIFEST[path]["blob"]
-        if shared:
-            xet = hashlib.sha256(b"xet merkle root of " + data).hexdigest()  # not the content's sha256
-            store = tmp_path / "hub" / "blobs" / xet[:2]
-            store.mkdir(parents=True, exist_ok=True)
-            (store / xet).write_bytes(data)
-            os.symlink(f"../../blobs/{xet[:2]}/{xet}", folder / "blobs" / blob)
-        else:
-            (folder / "blobs" / blob).write_bytes(data)
-        os.symlink(f"../../blobs/{blob}", snapshot / path)
+    folder = hf_cache_layout.lay_out(tmp_path / "hub", "org/m", REV, FILES, MANIFEST, shared=FILES if shared else ())
     manifest_path = tmp_path / "manifest.json"
     manifest_path.write_text(json.dumps(MANIFEST))
     return folder

@@ -11,13 +11,11 @@ with the node and the cause.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
+from task_file_runner import run_task_file
 
 REPO = Path(__file__).resolve().parents[4]
 PROGRESS = REPO / "roles" / "model_weights" / "tasks" / "progress.yml"
@@ -26,49 +24,22 @@ ROLE_VARS = yaml.safe_load((REPO / "roles" / "model_weights" / "vars" / "main.ym
 
 def run_progress(tmp_path, status, interval="0.001", timeout="1", stale="600"):
     (tmp_path / "status-fetch.json").write_text(json.dumps(status))
-    play = [
-        {
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "vars": {
-                "model_weights_state_dir": str(tmp_path),
-                "model_weights_progress_interval_s": float(interval),
-                "model_weights_timeout_s": float(timeout),
-                "model_weights_progress_stale_s": float(stale),
-                "model_weights_repo_id": "org/m",
-                "model_weights_revision": "a" * 40,
-                "_model_weights_rounds": ROLE_VARS["_model_weights_rounds"],
-                "_model_weights_phase": "fetch",
-                "_model_weights_container": "gb10-weights-fetch",
-            },
-            "tasks": [{"name": "The role's loop", "ansible.builtin.include_tasks": {"file": str(PROGRESS)}}],
-        }
-    ]
-    (tmp_path / "play.json").write_text(json.dumps(play))
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        "ANSIBLE_STDOUT_CALLBACK": "default",
-        # The result shape the assertions read, whatever ansible.cfg make exports (callback_result_format = yaml).
-        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+    variables = {
+        "model_weights_state_dir": str(tmp_path),
+        "model_weights_progress_interval_s": float(interval),
+        "model_weights_timeout_s": float(timeout),
+        "model_weights_progress_stale_s": float(stale),
+        "model_weights_repo_id": "org/m",
+        "model_weights_revision": "a" * 40,
+        "_model_weights_rounds": ROLE_VARS["_model_weights_rounds"],
+        "_model_weights_phase": "fetch",
+        "_model_weights_container": "gb10-weights-fetch",
     }
+    # The result shape the assertions read, whatever ansible.cfg make exports (callback_result_format = yaml).
+    env = {"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
     started = time.monotonic()
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.json")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+    rc, out = run_task_file(tmp_path, PROGRESS, variables, name="The role's loop", env=env, timeout=600)
+    return rc, out, time.monotonic() - started
 
 
 def test_pitfall_self_including_progress_loop_runs_its_full_timeout_of_1000_rounds(tmp_path):

@@ -12,7 +12,6 @@ source whose blobs live in huggingface_hub's shared (Xet) store is sent as the p
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -24,16 +23,16 @@ import tarfile
 import threading
 from pathlib import Path
 
+import hf_cache_layout
 import pytest
+from source_loader import load
 
 from ansible_collections.gb10.serving.plugins.module_utils import _weights
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
 SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-_spec = importlib.util.spec_from_file_location("gb10_weights_transfer_fanout", SCRIPT)
-transfer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(transfer)
+transfer = load("gb10_weights_transfer_fanout", SCRIPT)
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
 SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
@@ -61,23 +60,8 @@ MANIFEST = _weights.manifest_from_tree([tree_entry(p, d) for p, d in FILES.items
 
 
 def lay_out(root, shared=False):
-    folder = root / "hub" / "models--org--m"
-    snapshot = folder / "snapshots" / REV
-    (folder / "blobs").mkdir(parents=True, exist_ok=True)
-    for path, data in FILES.items():
-        blob = MANIFEST[path]["blob"]
-        if shared and path.endswith(".safetensors"):
-            xet = hashlib.sha256(b"xet " + data).hexdigest()
-            store = root / "hub" / "blobs" / xet[:2]
-            store.mkdir(parents=True, exist_ok=True)
-            (store / xet).write_bytes(data)
-            os.symlink(f"../../blobs/{xet[:2]}/{xet}", folder / "blobs" / blob)
-        else:
-            (folder / "blobs" / blob).write_bytes(data)
-        link = snapshot / path
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(os.path.relpath(folder / "blobs" / blob, link.parent), link)
-    return folder
+    shards = [path for path in FILES if path.endswith(".safetensors")] if shared else ()
+    return hf_cache_layout.lay_out(root / "hub", "org/m", REV, FILES, MANIFEST, shared=shards)
 
 
 def write_private(path, text):

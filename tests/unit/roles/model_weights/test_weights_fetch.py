@@ -11,7 +11,6 @@ a download whose content is not the hub's is retried.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,16 +19,13 @@ from types import SimpleNamespace
 import huggingface_hub
 import huggingface_hub.file_download
 import pytest
+from source_loader import load
 
 from ansible_collections.gb10.serving.plugins.module_utils import _weights
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
-_spec = importlib.util.spec_from_file_location(
-    "gb10_weights_transfer_fetch", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-)
-transfer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(transfer)
+transfer = load("gb10_weights_transfer_fetch", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py")
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
 SHARD = "model-00001-of-00001.safetensors"

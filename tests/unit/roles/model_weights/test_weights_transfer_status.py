@@ -4,17 +4,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 from pathlib import Path
 
+from source_loader import load
+
 REPO = Path(__file__).resolve().parents[4]
-_spec = importlib.util.spec_from_file_location(
-    "gb10_weights_transfer_status", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-)
-transfer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(transfer)
+transfer = load("gb10_weights_transfer_status", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py")
 
 
 def test_pitfall_reporter_and_final_write_race_on_one_temporary_file(tmp_path):

@@ -6,14 +6,11 @@ HAProxy's key file could not hold (whitespace, beyond printable ASCII) is refuse
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from task_file_runner import run_task_file
 
 REPO = Path(__file__).resolve().parents[4]
 ROLE = REPO / "roles" / "proxy"
@@ -29,42 +26,8 @@ def run_preflight(tmp_path, **given):
         "gb10_api_key": "",
         **given,
     }
-    play = [
-        {
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "vars": variables,
-            "tasks": [{"name": "The role's preflight", "ansible.builtin.include_tasks": {"file": str(PREFLIGHT)}}],
-        }
-    ]
-    (tmp_path / "play.json").write_text(json.dumps(play))
-    (tmp_path / "hosts.yml").write_text(
-        yaml.safe_dump({"all": {"hosts": {"localhost": {"gb10_fabric_address": "127.0.0.1"}}}})
-    )
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        "ANSIBLE_STDOUT_CALLBACK": "default",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_DEPRECATION_WARNINGS": "0",
-    }
-    done = subprocess.run(
-        [
-            *(str(Path(sys.executable).parent / "ansible-playbook"), "-v"),
-            *("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.json")),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return done.returncode, done.stdout + done.stderr
+    hostvars = {"gb10_fabric_address": "127.0.0.1"}
+    return run_task_file(tmp_path, PREFLIGHT, variables, name="The role's preflight", hostvars=hostvars, args=["-v"])
 
 
 def test_an_empty_key_beyond_loopback_is_refused_with_the_fix(tmp_path):

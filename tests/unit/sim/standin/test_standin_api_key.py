@@ -9,23 +9,15 @@ import urllib.error
 import urllib.request
 
 import pytest
+from standin_config import engine_config
 from vllm._standin import engine as eng
 from vllm._standin import server as srv
-
-CONFIG = {
-    "model": "/snap",
-    "served_model_name": ["tiny-moe"],
-    "max_num_seqs": 2,
-    "max_model_len": 8192,
-    "enable_auto_tool_choice": True,
-    "tool_call_parser": "hermes",
-}
 
 
 @pytest.fixture
 def base():
     server = srv.make_server(
-        eng.Engine(dict(CONFIG)), "127.0.0.1", 0, api_keys=srv.api_keys_from(None, {"VLLM_API_KEY": "k"})
+        eng.Engine(engine_config()), "127.0.0.1", 0, api_keys=srv.api_keys_from(None, {"VLLM_API_KEY": "k"})
     )
     srv.serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from standin_config import engine_config as config
 from vllm._standin import engine as eng
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "standin"
@@ -28,18 +29,6 @@ TOOLS = [
         },
     }
 ]
-
-
-def config(**over):
-    base = {
-        "model": "/snap",
-        "served_model_name": ["tiny-moe"],
-        "max_num_seqs": 2,
-        "max_model_len": 8192,
-        "enable_auto_tool_choice": True,
-        "tool_call_parser": "hermes",
-    }
-    return {**base, **over}
 
 
 @pytest.fixture(autouse=True)

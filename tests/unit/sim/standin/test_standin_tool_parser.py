@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from standin_config import engine_config
 from vllm._standin import engine as eng
 
 TOOLS = [
@@ -33,14 +34,7 @@ def fast(monkeypatch):
 
 
 def config(parser="hermes", model="/snap"):
-    return {
-        "model": model,
-        "served_model_name": ["tiny-moe"],
-        "max_num_seqs": 2,
-        "max_model_len": 8192,
-        "enable_auto_tool_choice": True,
-        "tool_call_parser": parser,
-    }
+    return engine_config(tool_call_parser=parser, model=model)
 
 
 def chat(**over):

@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import zipfile
 from pathlib import Path
 
+from source_loader import load
+
 REPO = Path(__file__).resolve().parents[4]
-spec = importlib.util.spec_from_file_location("make_wheel", REPO / "sim" / "standin" / "make_wheel.py")
-make_wheel = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(make_wheel)
+make_wheel = load("make_wheel", REPO / "sim" / "standin" / "make_wheel.py")
 CATALOG = REPO / "plugins" / "module_utils" / "vllm_catalog" / "vllm-0.32.0.json"
 
 

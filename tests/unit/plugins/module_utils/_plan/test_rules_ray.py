@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import pytest
 from _plan_fixtures import only, replicas, run, tp
 
 from ansible_collections.gb10.serving.plugins.module_utils._plan import ray as ray_mod
@@ -79,27 +80,28 @@ def test_ray_ports_from_the_profile_reach_argv_and_the_fence():
     assert result["ray"]["worker_ports"] == [20000, 20009]
 
 
-def test_ray_settings():
-    violation = only(run(tp(ray={"auth": "password"})), "ray_settings")
-    assert "ray.auth 'password' must be token or disabled" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"gcs": 80}})), "ray_settings")
-    assert "ray.ports.gcs 80 must be a port number from 1024 to 65535" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"dashboard": 8265}})), "ray_settings")
-    assert "ray.ports.dashboard" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"node_manager": 6379}})), "ray_settings")
-    assert "gcs and node_manager are all 6379" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"client_server": 10050}})), "ray_settings")
-    assert "client_server (10050) lies in the worker range 10002-10999" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"metrics_export": 8000}})), "ray_settings")
-    assert "metrics_export and vLLM's port are all 8000" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"runtime_env_agent": 8265}})), "ray_settings")
-    assert "runtime_env_agent and Ray's reserved dashboard port are all 8265" in violation["message"]
-    violation = only(run(tp(ray={"ports": {"min_worker": 11000}})), "ray_settings")
-    assert "min_worker 11000 is above max_worker 10999" in violation["message"]
+@pytest.mark.parametrize(
+    ("ray", "message"),
+    [
+        ({"auth": "password"}, "ray.auth 'password' must be token or disabled"),
+        ({"ports": {"gcs": 80}}, "ray.ports.gcs 80 must be a port number from 1024 to 65535"),
+        ({"ports": {"dashboard": 8265}}, "ray.ports.dashboard"),
+        ({"ports": {"node_manager": 6379}}, "gcs and node_manager are all 6379"),
+        ({"ports": {"client_server": 10050}}, "client_server (10050) lies in the worker range 10002-10999"),
+        ({"ports": {"metrics_export": 8000}}, "metrics_export and vLLM's port are all 8000"),
+        ({"ports": {"runtime_env_agent": 8265}}, "runtime_env_agent and Ray's reserved dashboard port are all 8265"),
+        ({"ports": {"min_worker": 11000}}, "min_worker 11000 is above max_worker 10999"),
+        ({"firewal": False}, "ray.firewal"),
+    ],
+)
+def test_ray_settings(ray, message):
+    violation = only(run(tp(ray=ray)), "ray_settings")
+    assert message in violation["message"]
+
+
+def test_ray_settings_judge_the_auth_mode_in_env_and_nothing_in_replicas():
     violation = only(run(tp(env={"RAY_AUTH_MODE": "disabled"})), "ray_settings")
     assert violation["value"] == "RAY_AUTH_MODE" and "ray.auth" in violation["message"]
-    violation = only(run(tp(ray={"firewal": False})), "ray_settings")
-    assert "ray.firewal" in violation["message"]
     # replicas run no Ray: its settings are not judged there
     assert [v for v in run(replicas(ray={"auth": "password"}))["violations"] if v["rule"] == "ray_settings"] == []
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -10,11 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from source_loader import load
 
 SCRIPT = Path(__file__).resolve().parents[5] / "roles" / "serving_image" / "files" / "toolchain_gaps.py"
-_spec = importlib.util.spec_from_file_location("toolchain_gaps", SCRIPT)
-tg = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tg)
+tg = load("toolchain_gaps", SCRIPT)
 
 WHEEL = "/venv/site-packages/nvidia/cu13"
 

@@ -1,0 +1,60 @@
+"""A role's task file run by the real ansible-playbook on localhost, with the variables a test gives it.
+
+Unit tests of a role's loop or preflight run the tasks file itself, so that what they prove is the role's YAML and
+not a copy of its logic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_task_file(tmp_path, tasks_file, variables, *, name, hostvars=None, args=(), env=None, timeout=300):
+    """(returncode, stdout + stderr) of one play on localhost that includes ``tasks_file`` as the task ``name``.
+
+    ``hostvars``: localhost's inventory variables (written to an inventory file), else the bare ``localhost,``
+    inventory; ``args``: more of ansible-playbook's options; ``env``: more of its environment.
+    """
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": variables,
+            "tasks": [{"name": name, "ansible.builtin.include_tasks": {"file": str(tasks_file)}}],
+        }
+    ]
+    (tmp_path / "play.json").write_text(json.dumps(play))
+    inventory = "localhost,"
+    if hostvars is not None:
+        inventory = str(tmp_path / "hosts.yml")
+        Path(inventory).write_text(yaml.safe_dump({"all": {"hosts": {"localhost": hostvars}}}))
+    environment = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_STDOUT_CALLBACK": "default",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), *args, "-i", inventory, str(tmp_path / "play.json")],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
