@@ -44,6 +44,7 @@ from .context import (
 )
 from .render import format_plan
 from .rules_model import DIGEST_REF_RE
+from .units import site_units
 from .violation import ALL_NODES, format_violations, violation
 
 __all__ = [
@@ -85,6 +86,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         "group": None,
         "ray": None,
         "violations": registry.run(ctx, stage="profile"),
+        # site-wide, whatever the profile: a node retires every managed unit that its role does not write
+        "units": site_units(),
     }
     if result["violations"]:
         return result

@@ -17,6 +17,7 @@ from .. import _memory, _vllm_catalog
 from . import argv as _argv
 from . import ray as _ray
 from . import tp as _tp
+from . import units as _units
 from .inputs import secret_env_name
 from .violation import ALL_NODES, violation
 
@@ -194,6 +195,8 @@ def _derive_node(ctx, host):
     entry["max_num_seqs"] = (
         max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
     )
+    # the units this node's role writes and starts, their Conflicts= and watchdogs (units.py)
+    entry.update(_units.node_units(role))
     entry["facts_source"] = dict(node.get("facts_source") or {})
     entry["facts_measured"] = dict(node.get("facts_measured") or {})
     ctx.entries[host] = entry

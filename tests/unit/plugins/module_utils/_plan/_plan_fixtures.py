@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import copy
 import importlib
+import re
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[5]
 
@@ -135,3 +138,59 @@ def only(result, rule):
     """The one violation of ``result``, which must be ``rule`` (and the only one)."""
     assert rules(result) == [rule], result["violations"]
     return result["violations"][0]
+
+
+# --- the shipped inventories ------------------------------------------------------------------------------
+
+_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _load(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _render(value, known):
+    """Substitute the few plain ``{{ name }}`` templates of the shipped inventories (nothing else is templated)."""
+    if isinstance(value, str):
+        return _TEMPLATE.sub(lambda m: known[m.group(1)], value)
+    if isinstance(value, dict):
+        return {k: _render(v, known) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render(v, known) for v in value]
+    return value
+
+
+def shipped(inventory):
+    """A shipped inventory's profiles, node inputs, fabric subnet and tensor-parallel group, as plan.yml reads them."""
+    base = REPO / "inventories" / inventory
+    group_vars = {}
+    for path in sorted((base / "group_vars" / "all").glob("*.yml")):
+        group_vars.update(_load(path))
+    known = {"gb10_sim_subnet_base": "10.77.0"}  # sim.yml's default (SIM_SUBNET_BASE unset)
+    if "gb10_sim_standin_repository" in group_vars:
+        known["gb10_sim_standin_image"] = "{}@{}".format(
+            group_vars["gb10_sim_standin_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
+        )
+    children = _load(base / "hosts.yml")["all"]["children"]
+    hosts = list(children["gb10_nodes"]["hosts"])
+    node_map = {}
+    for host in hosts:
+        hostvars = {k: v for k, v in group_vars.items() if k.startswith(("gb10_fabric_", "gb10_hf_", "memory_guard_"))}
+        hostvars.update(_load(base / "host_vars" / f"{host}.yml"))
+        node_map[host] = node_inputs.node_input(_render(hostvars, known))
+    cidr = group_vars["gb10_fabric_cidr"].replace("{{ gb10_sim_subnet_base }}", known["gb10_sim_subnet_base"])
+    return {
+        "profiles": _render(group_vars["serving_profiles"], known),
+        "nodes": node_map,
+        "fabric_cidr": cidr,
+        "ray_head": next(iter(children["gb10_ray_head"]["hosts"])),
+        "ray_workers": list(children["gb10_ray_workers"]["hosts"]),
+    }
+
+
+def shipped_plan(inventory, profile):
+    """``plan()`` of one of a shipped inventory's profiles (``sim``: ``sim-replicas``, ``sim-tp``)."""
+    site = shipped(inventory)
+    return plan_mod.plan(
+        profile, site["profiles"], site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+    )

@@ -9,11 +9,9 @@ is judged at it and the tighter node is the real budget. Heads must split over t
 from __future__ import annotations
 
 import importlib
-import re
 
 import pytest
-import yaml
-from _plan_fixtures import REPO, node, node_inputs, nodes, only, plan_mod, rules, run, tp
+from _plan_fixtures import node, nodes, only, plan_mod, rules, run, shipped, tp
 
 tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.tp")
 
@@ -164,51 +162,6 @@ def test_heads_not_stated_are_said_to_be_unchecked():
 
 # --- the shipped profiles plan clean at the share vLLM uses -----------------------------------------------
 
-_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-
-
-def _load(path):
-    return yaml.safe_load(path.read_text()) or {}
-
-
-def _render(value, known):
-    """Substitute the few plain ``{{ name }}`` templates of the shipped inventories (nothing else is templated)."""
-    if isinstance(value, str):
-        return _TEMPLATE.sub(lambda m: known[m.group(1)], value)
-    if isinstance(value, dict):
-        return {k: _render(v, known) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_render(v, known) for v in value]
-    return value
-
-
-def _shipped(inventory):
-    base = REPO / "inventories" / inventory
-    group_vars = {}
-    for path in sorted((base / "group_vars" / "all").glob("*.yml")):
-        group_vars.update(_load(path))
-    known = {"gb10_sim_subnet_base": "10.77.0"}  # sim.yml's default (SIM_SUBNET_BASE unset)
-    if "gb10_sim_standin_repository" in group_vars:
-        known["gb10_sim_standin_image"] = "{}@{}".format(
-            group_vars["gb10_sim_standin_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
-        )
-    children = _load(base / "hosts.yml")["all"]["children"]
-    hosts = list(children["gb10_nodes"]["hosts"])
-    node_map = {}
-    for host in hosts:
-        hostvars = {k: v for k, v in group_vars.items() if k.startswith(("gb10_fabric_", "gb10_hf_", "memory_guard_"))}
-        hostvars.update(_load(base / "host_vars" / f"{host}.yml"))
-        node_map[host] = node_inputs.node_input(_render(hostvars, known))
-    cidr = group_vars["gb10_fabric_cidr"].replace("{{ gb10_sim_subnet_base }}", known["gb10_sim_subnet_base"])
-    return {
-        "profiles": _render(group_vars["serving_profiles"], known),
-        "nodes": node_map,
-        "fabric_cidr": cidr,
-        "ray_head": next(iter(children["gb10_ray_head"]["hosts"])),
-        "ray_workers": list(children["gb10_ray_workers"]["hosts"]),
-    }
-
-
 SHIPPED = [
     ("example-pair", "glm-5.3-flash-tp2"),
     ("example-pair", "glm-replicas-mtp"),
@@ -219,7 +172,7 @@ SHIPPED = [
 
 @pytest.mark.parametrize(("inventory", "profile"), SHIPPED)
 def test_shipped_profiles_plan_clean(inventory, profile):
-    site = _shipped(inventory)
+    site = shipped(inventory)
     result = plan_mod.plan(
         profile,
         site["profiles"],
@@ -241,7 +194,7 @@ def test_shipped_profiles_plan_clean(inventory, profile):
 
 
 def test_example_tp_pair_at_the_share_vllm_uses():
-    site = _shipped("example-pair")
+    site = shipped("example-pair")
     result = plan_mod.plan(
         "glm-5.3-flash-tp2",
         site["profiles"],

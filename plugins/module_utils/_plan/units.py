@@ -1,0 +1,102 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The systemd units of each plan role, and the site-wide facts about them (issue 15 item 2).
+
+The serving role writes, starts, restarts and retires exactly what this says, and switch_topology reads the same
+to tell which topology a node runs now: the table is stated once, here, and nowhere else (DESIGN section 5).
+"""
+
+from __future__ import annotations
+
+# plan role -> its service units in start order: (unit, template, container); the Ray head starts before the vLLM
+# that joins its cluster (the vLLM unit Requires= the head).
+_SERVICES = {
+    "replica": (("gb10-vllm.service", "gb10-vllm.service.j2", "gb10-vllm"),),
+    "ray_head": (
+        ("gb10-ray-head.service", "gb10-ray.service.j2", "gb10-ray-head"),
+        ("gb10-vllm-tp.service", "gb10-vllm-tp.service.j2", "gb10-vllm-tp"),
+    ),
+    "ray_worker": (("gb10-ray-worker.service", "gb10-ray.service.j2", "gb10-ray-worker"),),
+}
+# plan role -> (the unit whose engine answers /health, the name of its watchdog); a Ray worker serves no API.
+_ENGINES = {"replica": ("gb10-vllm.service", "replica"), "ray_head": ("gb10-vllm-tp.service", "tp")}
+TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker")}
+ROLES = tuple(role for roles in TOPOLOGY_ROLES.values() for role in roles)
+
+
+def _topology(role):
+    return next(topology for topology, roles in TOPOLOGY_ROLES.items() if role in roles)
+
+
+def _watchdog(role):
+    if role not in _ENGINES:
+        return None
+    unit, name = _ENGINES[role]
+    return {
+        "name": name,
+        "timer": f"gb10-watchdog-{name}.timer",
+        "service": f"gb10-watchdog-{name}.service",
+        "unit": unit,
+    }
+
+
+def _conflicts(role):
+    # Conflicts= names the other topology's service units: starting one stops the other topology on this node.
+    # A watchdog is not among them: its timer is retired with its topology (disable --now) and starts nothing stopped.
+    other = _topology(role)
+    return sorted(
+        unit
+        for topology, roles in TOPOLOGY_ROLES.items()
+        if topology != other
+        for r in roles
+        for unit, _template, _container in _SERVICES[r]
+    )
+
+
+def node_units(role):
+    """A node's units: ``units`` in start order (unit, template, container, conflicts, watchdog), the
+    ``engine_unit`` that answers /health (None on a Ray worker), and ``unit_names``, every unit file its role writes
+    in the order they stop (watchdog timer, its service, then the services in reverse start order)."""
+    watchdog = _watchdog(role)
+    units = [
+        {
+            "unit": unit,
+            "template": template,
+            "container": container,
+            "conflicts": _conflicts(role),
+            "watchdog": dict(watchdog) if watchdog and watchdog["unit"] == unit else None,
+        }
+        for unit, template, container in _SERVICES[role]
+    ]
+    names = [watchdog["timer"], watchdog["service"]] if watchdog else []
+    names += [unit["unit"] for unit in reversed(units)]
+    return {"units": units, "engine_unit": watchdog["unit"] if watchdog else None, "unit_names": names}
+
+
+def site_units():
+    """What is site-wide: ``all``, every unit the collection manages (a node retires those its role does not
+    write); ``topologies``, the units each topology runs (what a switch reads to tell which one runs now); and
+    ``retire_phases``: every node does one phase before any does the next (watchdogs, which would restart an
+    engine; the engines; the Ray workers; the Ray head), so that nothing still running sees a peer vanish."""
+    per_role = {role: node_units(role) for role in ROLES}
+
+    def services(role):
+        return [unit["unit"] for unit in per_role[role]["units"]]
+
+    watchdogs = [unit["watchdog"] for role in ROLES for unit in per_role[role]["units"] if unit["watchdog"]]
+    engines = [per_role[role]["engine_unit"] for role in ROLES if per_role[role]["engine_unit"]]
+    phases = [
+        [name for watchdog in watchdogs for name in (watchdog["timer"], watchdog["service"])],
+        engines,
+        services("ray_worker"),
+        [unit for unit in services("ray_head") if unit not in engines],
+    ]
+    return {
+        "all": list(dict.fromkeys(name for role in ROLES for name in per_role[role]["unit_names"])),
+        "topologies": {
+            topology: [name for role in roles for name in per_role[role]["unit_names"]]
+            for topology, roles in TOPOLOGY_ROLES.items()
+        },
+        "retire_phases": phases,
+    }

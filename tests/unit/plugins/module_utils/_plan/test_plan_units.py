@@ -1,0 +1,171 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The plan states the systemd units (issue 15 item 2): each node's units in start order with their template,
+container, Conflicts= and watchdog, the unit whose engine answers /health, and what is site-wide (every managed
+unit, each topology's, the retire phases). roles/serving and playbooks/switch_topology.yml read nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _plan_fixtures import plan_mod, replicas, run, shipped_plan
+
+TP_SERVICES = ["gb10-ray-head.service", "gb10-ray-worker.service", "gb10-vllm-tp.service"]
+REPLICA = {
+    "units": [
+        {
+            "unit": "gb10-vllm.service",
+            "template": "gb10-vllm.service.j2",
+            "container": "gb10-vllm",
+            "conflicts": TP_SERVICES,
+            "watchdog": {
+                "name": "replica",
+                "timer": "gb10-watchdog-replica.timer",
+                "service": "gb10-watchdog-replica.service",
+                "unit": "gb10-vllm.service",
+            },
+        }
+    ],
+    "engine_unit": "gb10-vllm.service",
+    "unit_names": ["gb10-watchdog-replica.timer", "gb10-watchdog-replica.service", "gb10-vllm.service"],
+}
+RAY_HEAD = {
+    "units": [
+        {
+            "unit": "gb10-ray-head.service",
+            "template": "gb10-ray.service.j2",
+            "container": "gb10-ray-head",
+            "conflicts": ["gb10-vllm.service"],
+            "watchdog": None,
+        },
+        {
+            "unit": "gb10-vllm-tp.service",
+            "template": "gb10-vllm-tp.service.j2",
+            "container": "gb10-vllm-tp",
+            "conflicts": ["gb10-vllm.service"],
+            "watchdog": {
+                "name": "tp",
+                "timer": "gb10-watchdog-tp.timer",
+                "service": "gb10-watchdog-tp.service",
+                "unit": "gb10-vllm-tp.service",
+            },
+        },
+    ],
+    "engine_unit": "gb10-vllm-tp.service",
+    "unit_names": [
+        "gb10-watchdog-tp.timer",
+        "gb10-watchdog-tp.service",
+        "gb10-vllm-tp.service",
+        "gb10-ray-head.service",
+    ],
+}
+RAY_WORKER = {
+    "units": [
+        {
+            "unit": "gb10-ray-worker.service",
+            "template": "gb10-ray.service.j2",
+            "container": "gb10-ray-worker",
+            "conflicts": ["gb10-vllm.service"],
+            "watchdog": None,
+        }
+    ],
+    "engine_unit": None,
+    "unit_names": ["gb10-ray-worker.service"],
+}
+UNIT_FIELDS = ("units", "engine_unit", "unit_names")
+
+
+def _units(entry):
+    return {field: entry[field] for field in UNIT_FIELDS}
+
+
+@pytest.fixture(scope="module")
+def sim_plans():
+    return {profile: shipped_plan("sim", profile) for profile in ("sim-replicas", "sim-tp")}
+
+
+def test_sim_replicas_every_node_runs_the_replica_unit_and_its_watchdog(sim_plans):
+    result = sim_plans["sim-replicas"]
+    assert result["violations"] == [] and set(result["nodes"]) == {"spark-1", "spark-2"}
+    assert {host: _units(entry) for host, entry in result["nodes"].items()} == {
+        "spark-1": REPLICA,
+        "spark-2": REPLICA,
+    }
+
+
+def test_sim_tp_the_head_starts_ray_then_vllm_and_the_worker_runs_ray_alone(sim_plans):
+    result = sim_plans["sim-tp"]
+    assert result["violations"] == []
+    assert {host: _units(entry) for host, entry in result["nodes"].items()} == {
+        "spark-1": RAY_HEAD,
+        "spark-2": RAY_WORKER,
+    }
+
+
+def test_the_engine_unit_is_the_watched_unit_and_only_a_serving_node_has_one(sim_plans):
+    for result in sim_plans.values():
+        for host, entry in result["nodes"].items():
+            watched = [u["watchdog"]["unit"] for u in entry["units"] if u["watchdog"]]
+            assert watched == ([entry["engine_unit"]] if entry["serves"] else []), host
+            assert (entry["engine_unit"] is not None) == entry["serves"], host
+
+
+def test_conflicts_are_symmetric_between_the_topologies():
+    # A replica unit conflicts with every tensor-parallel service unit and each of those with every replica unit:
+    # starting either topology on a node stops the other there (DESIGN section 5).
+    site = plan_mod.plan(None, {}, {})["units"]
+    services = {
+        topology: {u for u in units if not u.startswith("gb10-watchdog-")}
+        for topology, units in site["topologies"].items()
+    }
+    conflicts = {}
+    for role in ("replica", "ray_head", "ray_worker"):
+        for unit in plan_mod.units.node_units(role)["units"]:
+            conflicts[unit["unit"]] = set(unit["conflicts"])
+    assert set(conflicts) == services["replicas"] | services["tensor_parallel"]
+    for topology, other in (("replicas", "tensor_parallel"), ("tensor_parallel", "replicas")):
+        for unit in services[topology]:
+            assert conflicts[unit] == services[other], unit
+    assert all(b in conflicts[a] for a, theirs in conflicts.items() for b in theirs) and all(
+        a in conflicts[b] for a, theirs in conflicts.items() for b in theirs
+    )
+
+
+def test_every_unit_a_node_may_run_is_in_the_site_wide_set(sim_plans):
+    for result in (*sim_plans.values(), run(replicas())):
+        site = result["units"]
+        for host, entry in result["nodes"].items():
+            names = [u["unit"] for u in entry["units"]]
+            names += [
+                n for u in entry["units"] if u["watchdog"] for n in (u["watchdog"]["timer"], u["watchdog"]["service"])
+            ]
+            assert sorted(names) == sorted(entry["unit_names"]), host
+            assert set(entry["unit_names"]) <= set(site["all"]), host
+            assert set(entry["unit_names"]) <= set(site["topologies"][result["topology"]]), host
+    site = sim_plans["sim-tp"]["units"]
+    assert sorted(u for units in site["topologies"].values() for u in units) == sorted(site["all"])
+
+
+def test_retire_phases_cover_every_managed_unit_once_watchdogs_engines_workers_head():
+    site = plan_mod.plan(None, {}, {})["units"]
+    phases = site["retire_phases"]
+    assert sorted(u for phase in phases for u in phase) == sorted(site["all"])
+    assert phases == [
+        [
+            "gb10-watchdog-replica.timer",
+            "gb10-watchdog-replica.service",
+            "gb10-watchdog-tp.timer",
+            "gb10-watchdog-tp.service",
+        ],
+        ["gb10-vllm.service", "gb10-vllm-tp.service"],
+        ["gb10-ray-worker.service"],
+        ["gb10-ray-head.service"],
+    ]
+
+
+def test_the_units_are_site_wide_even_when_the_profile_is_refused_and_the_plan_stays_json(sim_plans):
+    refused = plan_mod.plan(None, {"a": replicas()}, {})
+    assert refused["violations"] and refused["units"] == sim_plans["sim-tp"]["units"]
+    for result in sim_plans.values():
+        assert json.loads(json.dumps(result)) == result
