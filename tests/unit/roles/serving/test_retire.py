@@ -1,9 +1,11 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""roles/serving/tasks/retire.yml and playbooks/switch_topology.yml: the old topology is disabled --now, in order."""
+"""roles/serving/tasks/retire.yml and playbooks/switch_topology.yml: the old topology is disabled --now, in order,
+from the units the plan names (plugins/module_utils/_plan/units.py), not from a table of their own."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import yaml
@@ -12,6 +14,12 @@ REPO = Path(__file__).resolve().parents[4]
 ROLE_VARS = yaml.safe_load((REPO / "roles" / "serving" / "vars" / "main.yml").read_text())
 RETIRE = yaml.safe_load((REPO / "roles" / "serving" / "tasks" / "retire.yml").read_text())
 SWITCH = yaml.safe_load((REPO / "playbooks" / "switch_topology.yml").read_text())
+SWITCH_STATE = (REPO / "playbooks" / "tasks" / "switch_state.yml").read_text()
+
+sys.path.insert(0, str(REPO / "tests" / "unit" / "plugins" / "module_utils" / "_plan"))
+from _plan_fixtures import plan_mod
+
+SITE = plan_mod.plan(None, {}, {})["units"]
 
 
 def _phase_tasks():
@@ -22,9 +30,9 @@ def _phase_tasks():
 def test_pitfall_old_watchdog_stops_new_topology():
     # Seed 002: the old topology's watchdog (and any unit left enabled) would start the old unit again, whose
     # Conflicts= stops the new one. Every unit and watchdog of every topology is retired with disable --now.
-    units = {unit for unit_set in ROLE_VARS["_serving_unit_sets"].values() for unit in unit_set}
-    phases = ROLE_VARS["_serving_retire_phases"]
-    assert sorted(unit for phase in phases for unit in phase) == sorted(units)
+    phases = SITE["retire_phases"]
+    assert sorted(unit for phase in phases for unit in phase) == sorted(SITE["all"])
+    assert "_serving_plan.units.all" in RETIRE[0]["loop"] and "_serving_node.unit_names" in RETIRE[0]["loop"]
     for task in _phase_tasks():
         module = task["ansible.builtin.systemd_service"]
         assert module["state"] == "stopped"
@@ -34,18 +42,30 @@ def test_pitfall_old_watchdog_stops_new_topology():
 def test_retire_order_watchdogs_engines_workers_head():
     # One task per phase: every node finishes a phase before any starts the next; nothing still running sees
     # its peer vanish (a vLLM whose Ray worker is gone dies, and Restart=on-failure would start it again).
-    phases = ROLE_VARS["_serving_retire_phases"]
-    assert all(unit.startswith("gb10-watchdog-") for unit in phases[0])
-    assert set(phases[1]) == {"gb10-vllm.service", "gb10-vllm-tp.service"}
-    assert phases[2:] == [["gb10-ray-worker.service"], ["gb10-ray-head.service"]]
+    # Within a phase the plan's order holds: a watchdog's timer goes before the service it starts.
     loops = [task["loop"] for task in _phase_tasks()]
-    assert [f"_serving_retire_phases[{n}]" in loop for n, loop in enumerate(loops)] == [True] * 4
+    assert loops == [
+        f"{{{{ _serving_plan.units.retire_phases[{n}] | select('in', __serving_other_found) | list }}}}"
+        for n in range(len(SITE["retire_phases"]))
+    ]
 
 
-def test_switch_reads_every_unit_that_makes_a_topology_run():
+def test_the_role_keeps_no_table_of_units():
+    assert {k for k in ROLE_VARS if "unit" in k or "watchdog" in k or "conflict" in k} == {
+        "_serving_units",
+        "_serving_node_watchdogs",
+        "_serving_watchdog_bin",
+    }
+    assert ROLE_VARS["_serving_units"] == "{{ _serving_node.units | default([]) }}"
+
+
+def test_switch_reads_every_unit_that_makes_a_topology_run_from_the_plan():
     play = next(play for play in SWITCH if play.get("name", "").startswith("Switch | what every node runs"))
-    switch_units = play["vars"]["__switch_units"]
-    assert set(switch_units) == set(ROLE_VARS["_serving_unit_sets"])
-    for role, units in switch_units.items():
-        assert set(units) <= set(ROLE_VARS["_serving_unit_sets"][role]), role
-        assert {s["unit"] for s in ROLE_VARS["_serving_services"][role]} <= set(units), role
+    assert play["vars"] == {"__switch_plan": "{{ hostvars['localhost'].gb10_serving_plan }}"}
+    for read in (
+        "__switch_plan.units.all",
+        "__switch_plan.nodes[inventory_hostname].unit_names",
+        "__switch_plan.units.topologies.replicas",
+    ):
+        assert read in SWITCH_STATE, read
+    assert "gb10-" not in SWITCH_STATE

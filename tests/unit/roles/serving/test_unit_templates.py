@@ -7,6 +7,7 @@ from its own root-only env file and the serving secrets kept out of the Ray unit
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 import jinja2
@@ -17,9 +18,13 @@ from ansible_collections.gb10.serving.plugins.filter.serving_units import Filter
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "serving"
 IMAGE = "registry:5000/vllm@sha256:" + "0" * 64
 PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+from _plan_fixtures import plan_mod, replicas, run, shipped_plan, tp
+
+UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head", "ray_worker")}
 
 
-def _render(template, role, argv=None, ray_start=None):
+def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
     env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -30,9 +35,10 @@ def _render(template, role, argv=None, ray_start=None):
         "gb10_fabric_address": "192.168.200.11",
         "serving_docker_gpus": "all",
         "_serving_node": {"role": role, "argv": argv or [], "ray_start": ray_start or []},
-        "_serving_plan": {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
-        "_serving_conflicts": {"replica": ["gb10-ray-head.service"], "tensor_parallel": ["gb10-vllm.service"]},
-        "item": {"container": {"replica": "gb10-vllm", "ray_head": "gb10-ray-head"}.get(role, "gb10-ray-worker")},
+        "_serving_plan": plan or {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
+        "item": item or next(u for u in UNITS[role]["units"] if u["template"] == template),
+        "_serving_watchdog_bin": "/usr/local/libexec/gb10-serving-watchdog",
+        "_serving_health_url": "http://192.168.200.11:8000/health",
         "__serving_image": IMAGE,
         "_serving_engine_env_file": f"{config}/engine.env",
         "_serving_secrets_env_file": f"{config}/secrets.env",
@@ -43,9 +49,16 @@ def _render(template, role, argv=None, ray_start=None):
         ],
         "_serving_ray_mounts": [{"source": "/var/lib/gb10/ray/tmp", "target": "/tmp/ray"}],
     }
-    text = env.get_template(template).render(**values)
+    return env.get_template(template).render(**values)
+
+
+def _exec_start(text):
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
     return shlex.split(exec_start[len("ExecStart=") :])
+
+
+def _render(template, role, argv=None, ray_start=None):
+    return _exec_start(_render_text(template, role, argv, ray_start))
 
 
 def _opts(argv):
@@ -114,13 +127,8 @@ def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
 
 
 def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
-    import sys
-
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
-    from _plan_fixtures import replicas, run, tp
 
     role_vars = {
         **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
@@ -146,3 +154,91 @@ def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
         "tp-noauth": [True, False, "spark-a"],
         "replicas": [False, False, "spark-a"],
     }
+
+
+SIM_UNITS = {
+    "sim-replicas": {
+        "spark-1": ["gb10-vllm.service", "gb10-watchdog-replica.service", "gb10-watchdog-replica.timer"],
+        "spark-2": ["gb10-vllm.service", "gb10-watchdog-replica.service", "gb10-watchdog-replica.timer"],
+    },
+    "sim-tp": {
+        "spark-1": [
+            "gb10-ray-head.service",
+            "gb10-vllm-tp.service",
+            "gb10-watchdog-tp.service",
+            "gb10-watchdog-tp.timer",
+        ],
+        "spark-2": ["gb10-ray-worker.service"],
+    },
+}
+CONFLICTS = {
+    "gb10-vllm.service": "Conflicts=gb10-ray-head.service gb10-ray-worker.service gb10-vllm-tp.service",
+    "gb10-ray-head.service": "Conflicts=gb10-vllm.service",
+    "gb10-ray-worker.service": "Conflicts=gb10-vllm.service",
+    "gb10-vllm-tp.service": "Conflicts=gb10-vllm.service",
+}
+
+
+def _role_loops(plan, host):
+    """What configure.yml loops over on ``host``: the role's own vars, templated by Ansible from the plan."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role_vars = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+    }
+    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
+    variables.update(gb10_plan=plan, inventory_hostname=host)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return [
+        templar.template(trust_as_template("{{ " + k + " }}")) for k in ("_serving_units", "_serving_node_watchdogs")
+    ]
+
+
+def _render_watchdog(kind, watchdog):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
+    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    return env.get_template(f"gb10-watchdog.{kind}.j2").render(
+        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
+        ansible_managed="managed",
+        item=(watchdog, kind),
+        _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
+        _serving_health_url="http://192.168.200.11:8000/health",
+    )
+
+
+def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and_watchdogs():
+    # Issue 15 item 2: the role writes what the plan names, rendered as the role's own table rendered it.
+    seen = {}
+    for profile, hosts in SIM_UNITS.items():
+        plan = shipped_plan("sim", profile)
+        assert plan["violations"] == [], profile
+        for host in hosts:
+            node = plan["nodes"][host]
+            units, watchdogs = _role_loops(plan, host)
+            assert units == node["units"], (profile, host)
+            written = []
+            for unit in units:
+                text = _render_text(
+                    unit["template"], node["role"], node["argv"], node["ray_start"], item=unit, plan=plan
+                )
+                lines = text.splitlines()
+                assert CONFLICTS[unit["unit"]] in lines, (profile, host, unit["unit"])
+                assert f"ExecStartPre=-/usr/bin/docker rm --force {unit['container']}" in lines
+                opts = _opts(_exec_start(text))
+                assert opts[opts.index("--name") + 1] == unit["container"]
+                written.append(unit["unit"])
+            for watchdog in watchdogs:
+                assert watchdog["unit"] == node["engine_unit"]
+                service = _render_watchdog("service", watchdog)
+                argv = _exec_start(service)
+                assert argv[argv.index("--unit") + 1] == node["engine_unit"]
+                assert f"RuntimeDirectory=gb10-watchdog-{watchdog['name']}" in service.splitlines()
+                assert f"Description=gb10 serving watchdog for {node['engine_unit']}" in service
+                assert "[Timer]" in _render_watchdog("timer", watchdog)
+                written += [watchdog["service"], watchdog["timer"]]
+            assert sorted(written) == sorted(node["unit_names"]), (profile, host)
+            seen.setdefault(profile, {})[host] = written
+    assert seen == SIM_UNITS
