@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 
 PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
+# The per-node step of the serial play: roles/upgrade_node, relative to PLAYBOOKS as every file here is loaded.
+UPGRADE_NODE = "../roles/upgrade_node"
 
 
 def load(name):
@@ -37,18 +39,29 @@ def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play(
     assert lockstep["check_mode"] is True and lockstep["register"] == "__nvidia_lockstep_installable"
     assert any("__nvidia_lockstep_installable is changed" in str(t) for t in prove["tasks"])
     assert serial["serial"] == 1 and serial["any_errors_fatal"] is True
+    assert [role["role"] for role in serial["roles"]] == ["gb10.serving.upgrade_node"] and "tasks" not in serial
+
+
+def _rescue_drain(rescue):
+    """The rescue's re-drain of the node: roles/drain's drain entry point, inside its own block."""
+    keep = next(t for t in rescue if t["name"].startswith("Keep the node drained"))
+    return keep, keep["block"][0]
 
 
 def test_a_failed_node_is_kept_drained_and_the_message_says_how_to_resume():
-    serial = load("rolling_upgrade.yml")[3]
-    block = serial["tasks"][0]
+    block = load(f"{UPGRADE_NODE}/tasks/main.yml")[0]
     rescue = block["rescue"]
-    assert rescue[0]["gb10.serving.haproxy_server"]["state"] == "drain"
+    keep, drain = _rescue_drain(rescue)
+    # Only a node its drain step took out is kept out; one that failed before it was not drained.
+    assert keep["when"] == "__upgrade_node_drained | default(false) | bool"
+    assert drain["ansible.builtin.include_role"] == {"name": "gb10.serving.drain", "tasks_from": "drain"}
+    assert drain["vars"]["drain_servers"] == ["{{ inventory_hostname }}"]
+    assert {call["state"] for call in _server_calls(load("../roles/drain/tasks/drain.yml"))} == {"drain"}
     assert "upgrade_failure_message" in rescue[-1]["ansible.builtin.fail"]["msg"]
 
 
 def test_per_node_steps_in_order():
-    steps = names(load("tasks/rolling_upgrade_apply.yml"))
+    steps = names(load(f"{UPGRADE_NODE}/tasks/apply.yml"))
 
     def at(words):
         return next(i for i, name in enumerate(steps) if words in name)
@@ -71,20 +84,22 @@ def test_per_node_steps_in_order():
 
 
 def test_reboot_passes_the_pre_reboot_gate_first():
-    apply = load("tasks/rolling_upgrade_apply.yml")
+    apply = load(f"{UPGRADE_NODE}/tasks/apply.yml")
     reboot = next(t for t in apply if t["name"] == "Reboot into the target kernel")
     inner = reboot["block"]
     assert inner[0]["ansible.builtin.include_role"]["tasks_from"] == "pre_reboot_gate"
     assert "ansible.builtin.reboot" in inner[1]
-    assert inner[1]["when"] == "__rolling_upgrade_restart == 'reboot'"
-    assert inner[2]["ansible.builtin.command"]["argv"] == "{{ __rolling_upgrade_restart_command }}"
-    assert inner[2]["when"] == "__rolling_upgrade_restart == 'command'"
+    assert inner[1]["when"] == "upgrade_node_restart == 'reboot'"
+    assert inner[2]["ansible.builtin.command"]["argv"] == "{{ upgrade_node_restart_command }}"
+    assert inner[2]["when"] == "upgrade_node_restart == 'command'"
 
 
 def test_restart_method_defaults_to_a_reboot_and_is_checked_before_any_change():
     plays = load("rolling_upgrade.yml")
     per_node = next(p for p in plays if p.get("name") == "Rolling upgrade | one node at a time")
-    assert per_node["vars"]["__rolling_upgrade_restart"] == "{{ rolling_upgrade_restart | default('reboot') }}"
+    upgrade_node = next(r for r in per_node["roles"] if r["role"] == "gb10.serving.upgrade_node")
+    assert upgrade_node["upgrade_node_restart"] == "{{ rolling_upgrade_restart | default('reboot') }}"
+    assert upgrade_node["upgrade_node_restart_command"] == "{{ rolling_upgrade_restart_command | default([]) }}"
     refuse = next(p for p in plays if p.get("name") == "Rolling upgrade | refuse a site that cannot roll")
     assert any("restart each node" in t["name"] for t in refuse["tasks"])
 
@@ -106,7 +121,9 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
     # and ready of the upgrade, the switch and the explicit ready goes through the proxy's records (record_dir).
     files = [
         "rolling_upgrade.yml",
-        "tasks/rolling_upgrade_apply.yml",
+        f"{UPGRADE_NODE}/tasks/main.yml",
+        f"{UPGRADE_NODE}/tasks/compare.yml",
+        f"{UPGRADE_NODE}/tasks/apply.yml",
         "tasks/switch_drain.yml",
         "tasks/switch_ready.yml",
         "ready.yml",
@@ -120,8 +137,11 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
             name,
             call,
         )
-    rescue = load("rolling_upgrade.yml")[3]["tasks"][0]["rescue"][0]["gb10.serving.haproxy_server"]
-    assert rescue["record_dir"] == "{{ __rolling_upgrade_record_dir }}" and "ansible_failed_task" in rescue["reason"]
+    # The rescue drains again through roles/drain (recorded, above), with the step that failed as the reason.
+    rescue = load(f"{UPGRADE_NODE}/tasks/main.yml")[0]["rescue"]
+    remember, (_keep, drain) = rescue[0], _rescue_drain(rescue)
+    assert "ansible_failed_task" in remember["ansible.builtin.set_fact"]["__upgrade_node_failed_step"]
+    assert "__upgrade_node_failed_step" in drain["vars"]["drain_reason"]
 
 
 def _drain_entry_points(name):
@@ -135,7 +155,7 @@ def _drain_entry_points(name):
 def test_upgrade_and_switch_drain_judge_idle_and_ready_through_one_role():
     # Issue 15: the switch treated an engine that did not answer its /metrics as idle, the upgrade did not; both
     # now go through roles/drain, where a running engine that does not answer is not idle.
-    assert _drain_entry_points("tasks/rolling_upgrade_apply.yml") == ["drain", "idle", "ready"]
+    assert _drain_entry_points(f"{UPGRADE_NODE}/tasks/apply.yml") == ["drain", "idle", "ready"]
     assert _drain_entry_points("tasks/switch_drain.yml") == ["drain", "idle"]
     assert _drain_entry_points("tasks/switch_ready.yml") == ["ready"]
     idle = load("../roles/drain/tasks/idle.yml")
@@ -144,3 +164,19 @@ def test_upgrade_and_switch_drain_judge_idle_and_ready_through_one_role():
         and idle[0]["loop"] == "{{ drain_endpoints | selectattr('running') | list }}"
     )
     assert "a running engine that does not answer is not" in idle[1]["vars"]["__drain_busy"]
+
+
+def test_the_serial_play_hands_the_role_every_required_option_and_keeps_the_public_names():
+    # roles/upgrade_node takes the playbook's public rolling_upgrade_* settings as required options: one left out
+    # would only fail on a real node, after the target was proven everywhere.
+    specs = yaml.safe_load((PLAYBOOKS / UPGRADE_NODE / "meta/argument_specs.yml").read_text())["argument_specs"]
+    options = specs["main"]["options"]
+    required = {name for name, spec in options.items() if spec.get("required")}
+    per_node = load("rolling_upgrade.yml")[3]
+    given = {key for key in per_node["roles"][0] if key != "role"}
+    assert required <= given <= set(options), (required - given, given - set(options))
+    for setting in ("drain_timeout_s", "poll_s", "health_timeout_s", "request_timeout_s", "ready_timeout_s"):
+        assert f"rolling_upgrade_{setting}" in per_node["vars"]
+        assert per_node["roles"][0][f"upgrade_node_{setting}"] == f"{{{{ rolling_upgrade_{setting} }}}}"
+    for setting in ("toolcall_cases_file", "toolcall_threshold", "toolcall_margin"):
+        assert f"rolling_upgrade_{setting} | default(" in per_node["roles"][0][f"upgrade_node_{setting}"]
