@@ -77,3 +77,18 @@ def test_message_names_node_url_reason_and_the_engines_words():
         "spark-1: http://10.77.0.11:8000/health did not answer 200 after 42 s and will not: it failed."
     )
     assert "ValueError: no room" in text and "journalctl -u gb10-vllm.service" in text
+
+
+def test_a_completion_counts_only_with_a_2xx_and_a_choice():
+    assert _engine_ready.judge_completion(200, b'{"choices": [{"text": " the"}]}') is None
+    assert _engine_ready.judge_completion(200, b'{"choices": []}') == "HTTP 200 without a choice"
+    assert _engine_ready.judge_completion(200, b"<html>") == "HTTP 200 with a body that is no JSON object"
+    assert _engine_ready.judge_completion(500, b"") == "HTTP 500"
+    assert _engine_ready.judge_completion(401, b"") == "HTTP 401 (the API key is missing or wrong)"
+    assert _engine_ready.judge_completion(None, b"") == "no answer"
+
+
+def test_the_completion_request_carries_the_key_only_in_its_header():
+    body, headers = _engine_ready.completion_request("tiny-moe", "s3cret-key")
+    assert b"s3cret" not in body and headers["Authorization"] == "Bearer s3cret-key"
+    assert "Authorization" not in _engine_ready.completion_request("tiny-moe", "")[1]

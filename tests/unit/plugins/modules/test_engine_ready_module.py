@@ -1,13 +1,17 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""engine_ready against a real HTTP server on localhost; run_command answers with real `systemctl show` captures."""
+"""engine_ready against a real HTTP server on localhost (/health and one completion); run_command answers with real
+`systemctl show` captures."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from module_harness import run_main
@@ -19,25 +23,49 @@ engine_ready = importlib.import_module("ansible_collections.gb10.serving.plugins
 
 @pytest.fixture
 def health():
-    """A /health that answers 503 until ``ok_after`` requests were made, then 200."""
-    state = {"asked": 0, "ok_after": 10**9}
+    """A /health that answers 503 until ``ok_after`` requests were made, then 200; and POST /v1/completions.
+
+    completion: "ok" (one choice), "500", "hang" (nothing for ``hang_s``: a frozen engine core); key: when set, the
+    completion wants ``Authorization: Bearer <key>`` and answers vLLM's 401 otherwise.
+    """
+    state = {"asked": 0, "ok_after": 10**9, "completion": "ok", "key": None, "hang_s": 3.0, "completions": []}
+    release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status, body=b""):
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self):
             state["asked"] += 1
-            self.send_response(200 if state["asked"] > state["ok_after"] else 503)
-            self.end_headers()
+            self._answer(200 if state["asked"] > state["ok_after"] else 503)
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            state["completions"].append((self.path, request, self.headers.get("Authorization")))
+            if state["key"] and self.headers.get("Authorization") != f"Bearer {state['key']}":
+                return self._answer(401, b'{"error": "Unauthorized"}')
+            if state["completion"] == "hang":
+                release.wait(state["hang_s"])
+            if state["completion"] == "500":
+                return self._answer(500, b'{"error": "EngineDeadError"}')
+            return self._answer(200, json.dumps({"choices": [{"index": 0, "text": " the"}]}).encode())
 
         def log_message(self, *_args):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/health", state
+    release.set()
     server.shutdown()
+    server.server_close()
 
 
-def run(url, states, timeout=30, stop_on_exit=True):
+def run(url, states, timeout=30, stop_on_exit=True, **more):
     """Run the module; each `systemctl show` answers the next capture of ``states`` (the last one repeats)."""
     answers = list(states)
     commands = []
@@ -53,10 +81,13 @@ def run(url, states, timeout=30, stop_on_exit=True):
     args = {
         "node": "spark-1",
         "url": url,
+        "completions_url": url.replace("/health", "/v1/completions"),
+        "model": "tiny-moe",
         "unit": "gb10-vllm.service",
         "timeout": timeout,
         "delay": 0.05,
         "stop_on_exit": stop_on_exit,
+        **more,
     }
     return run_main(engine_ready.main, args, run_command), commands
 
@@ -66,6 +97,10 @@ def test_ready_once_health_answers_200(health):
     state["ok_after"] = 3
     result, _commands = run(url, ["running"])
     assert result["ready"] and not result["failed"] and result["polls"] == 4 and result["reason"] == ""
+    assert result["generations"] == 1 and result["generation"] == ""
+    [(path, request, authorization)] = state["completions"]
+    assert path == "/v1/completions" and authorization is None
+    assert request == {"model": "tiny-moe", "prompt": "Hello", "max_tokens": 1}
 
 
 def test_pitfall_refused_at_startup_fails_at_the_first_exit_with_the_engines_words(health):
@@ -90,3 +125,50 @@ def test_tensor_parallel_engine_restarting_until_its_workers_join_is_waited_for(
     state["ok_after"] = 3
     result, _commands = run(url, ["running", "auto_restart", "restarted_once", "running"], stop_on_exit=False)
     assert result["ready"] and not result["failed"] and result["polls"] == 4
+
+
+def test_pitfall_health_200_while_the_engine_is_frozen(health):
+    # Issue 19: /health answers 200 from vLLM's API server while the engine core generates nothing. The wait keeps
+    # asking for a completion, each within generation_timeout, and does not call the engine ready.
+    url, state = health
+    state["ok_after"], state["completion"] = 0, "hang"
+    started = time.monotonic()
+    result, _commands = run(url, ["running"], timeout=1, generation_timeout=0.3)
+    assert result["failed"] and not result["ready"] and time.monotonic() - started < 5
+    assert result["generations"] >= 1 and result["generation"].startswith("no answer (")
+    assert "the limit is 0.3 s" in result["generation"] and "no answer within the timeout of 1 s" in result["reason"]
+    assert result["msg"].startswith(f"spark-1: {url} answered 200 but {url.replace('/health', '/v1/completions')} ")
+
+
+def test_health_200_with_a_failing_completion_is_not_ready(health):
+    url, state = health
+    state["ok_after"], state["completion"] = 0, "500"
+    result, _commands = run(url, ["running"], timeout=1)
+    assert result["failed"] and not result["ready"]
+    assert result["generation"].startswith("HTTP 500 after ") and "the last completion of " in result["reason"]
+
+
+def test_the_api_key_goes_in_the_header_and_a_missing_one_is_named(health):
+    url, state = health
+    state["ok_after"], state["key"] = 0, "s3cret-key"
+    result, _commands = run(url, ["running"], timeout=1)
+    assert result["failed"] and "HTTP 401 (the API key is missing or wrong)" in result["generation"]
+    result, _commands = run(url, ["running"], api_key="s3cret-key")
+    assert result["ready"] and state["completions"][-1][2] == "Bearer s3cret-key"
+    assert "s3cret-key" not in json.dumps(result)
+
+
+def test_the_api_key_is_a_no_log_parameter():
+    spec = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(self, argument_spec, **_kwargs):
+        spec.update(argument_spec)
+        raise Stop
+
+    with mock.patch.object(engine_ready.AnsibleModule, "__init__", capture), pytest.raises(Stop):
+        engine_ready.main()
+    assert spec["api_key"] == {"type": "str", "no_log": True}
+    assert spec["model"]["required"] and spec["completions_url"]["required"]

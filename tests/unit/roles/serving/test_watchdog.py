@@ -1,14 +1,27 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""roles/serving/files/gb10-serving-watchdog: when it restarts its unit, and when it must not."""
+"""roles/serving/files/gb10-serving-watchdog: when it restarts its unit, and when it must not; its probe (/health and
+one real completion) against a real HTTP server on localhost."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
+import shlex
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "serving" / "files" / "gb10-serving-watchdog"
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.gb10.serving.plugins.filter.serving_units import FilterModule
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "serving"
+SCRIPT = ROLE / "files" / "gb10-serving-watchdog"
 _loader = importlib.machinery.SourceFileLoader("gb10_serving_watchdog", str(SCRIPT))
 _spec = importlib.util.spec_from_loader("gb10_serving_watchdog", _loader)
 watchdog = importlib.util.module_from_spec(_spec)
@@ -43,10 +56,159 @@ def test_no_restart_inside_the_start_grace():
 def test_main_never_calls_restart_for_a_disabled_unit(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (False, False, 0.0))
-    monkeypatch.setattr(watchdog, "_probe", lambda url, timeout: calls.append(("probe", url)) or False)
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: calls.append(("probe", *args)) or (False, "probed"))
     monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(args))
     state = tmp_path / "failures"
     state.write_text("2\n")
     args = ["--unit", "gb10-vllm-tp.service", "--url", "http://10.0.0.1:8000/health", "--state", str(state)]
     assert watchdog.main(args) == 0
     assert calls == [] and state.read_text() == "0\n"
+
+
+@pytest.fixture
+def engine():
+    """A real HTTP server on localhost standing in for vLLM: /health and POST /v1/completions, each settable.
+
+    completion: "ok" (one choice), "hang" (answers nothing for ``hang_s``: a frozen engine core), "500", "empty"
+    (200 without a choice); key: when set, /v1 wants ``Authorization: Bearer <key>`` (401 otherwise), as vLLM does.
+    """
+    state = {"health": 200, "completion": "ok", "key": None, "hang_s": 3.0, "asked": []}
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status, body=b""):
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer(state["health"] if self.path == "/health" else 404)
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            state["asked"].append((self.path, request, self.headers.get("Authorization")))
+            if state["key"] and self.headers.get("Authorization") != f"Bearer {state['key']}":
+                return self._answer(401, b'{"error": "Unauthorized"}')
+            mode = state["completion"]
+            if mode == "hang":
+                release.wait(state["hang_s"])
+                return self._answer(200, json.dumps({"choices": [{"text": "late"}]}).encode())
+            if mode == "500":
+                return self._answer(500, b'{"error": "EngineDeadError"}')
+            choices = [] if mode == "empty" else [{"index": 0, "text": " the", "finish_reason": "length"}]
+            return self._answer(200, json.dumps({"object": "text_completion", "choices": choices}).encode())
+
+        def log_message(self, *_args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    yield base, state
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def probe(base, key="", timeout=1.0):
+    return watchdog._probe(f"{base}/health", f"{base}/v1/completions", "tiny-moe", key, timeout)
+
+
+def test_probe_healthy_when_health_and_one_completion_answer(engine):
+    base, state = engine
+    ok, reason = probe(base)
+    assert ok, reason
+    assert reason.startswith("health 200 in ") and ", completion 200 in " in reason
+    [(path, request, authorization)] = state["asked"]
+    assert path == "/v1/completions" and authorization is None
+    assert request == {"model": "tiny-moe", "prompt": watchdog.PROMPT, "max_tokens": 1}
+
+
+def test_pitfall_health_200_while_the_engine_is_frozen(engine):
+    # Issue 19: vLLM's API server answers /health 200 for minutes after its engine core froze or died; only a
+    # generation shows it. The completion hangs past the probe's timeout: not healthy, and the line says which check.
+    base, state = engine
+    state["completion"] = "hang"
+    started = time.monotonic()
+    ok, reason = probe(base, timeout=0.5)
+    took = time.monotonic() - started
+    assert not ok and took < 2.0
+    assert "health 200" in reason and f"completion {base}/v1/completions: no answer within " in reason
+    assert watchdog.decide(2, ok, True, True, 5000.0, 1200, 3) == ("restart", 0)
+
+
+def test_probe_sends_the_key_from_the_key_file_and_is_refused_without_it(engine, tmp_path):
+    base, state = engine
+    state["key"] = "s3cret-key"
+    ok, reason = probe(base)
+    assert not ok and "completion" in reason and "HTTP 401" in reason
+    key_file = tmp_path / "secrets.env"
+    key_file.write_text("# managed\nGB10_CANARY=x\nVLLM_API_KEY=s3cret-key\n")
+    key_file.chmod(0o600)
+    key = watchdog.read_key(key_file)
+    ok, reason = probe(base, key=key)
+    assert ok, reason
+    assert state["asked"][-1][2] == "Bearer s3cret-key" and "s3cret-key" not in reason
+
+
+def test_probe_not_healthy_when_the_completion_fails(engine):
+    base, state = engine
+    state["completion"] = "500"
+    ok, reason = probe(base)
+    assert not ok and "health 200" in reason and "HTTP 500" in reason
+    state["completion"] = "empty"
+    ok, reason = probe(base)
+    assert not ok and "without a choice" in reason
+
+
+def test_probe_names_a_failing_health_and_skips_the_completion(engine):
+    base, state = engine
+    state["health"] = 503
+    ok, reason = probe(base)
+    assert not ok and reason.startswith(f"health {base}/health: HTTP 503 after ") and state["asked"] == []
+
+
+def test_main_reads_the_key_file_and_prints_no_key(engine, tmp_path, monkeypatch, capsys):
+    base, state = engine
+    state["key"] = "s3cret-key"
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 5000.0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: pytest.fail(f"systemctl {args}"))
+    key_file = tmp_path / "secrets.env"
+    key_file.write_text("VLLM_API_KEY=s3cret-key\n")
+    state_file = tmp_path / "failures"
+    args = ["--unit", "gb10-vllm.service", "--url", f"{base}/health", "--completions-url", f"{base}/v1/completions"]
+    args += ["--model", "tiny-moe", "--key-file", str(key_file), "--state", str(state_file), "--timeout", "2"]
+    assert watchdog.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gb10-vllm.service: healthy (0/3 failures in a row; health 200 in ") and "s3cret" not in out
+    state["completion"] = "500"
+    assert watchdog.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gb10-vllm.service: failing (1/3 failures in a row; health 200 in ") and "HTTP 500" in out
+
+
+def test_watchdog_unit_passes_the_key_file_path_never_the_key():
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
+    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    text = env.get_template("gb10-watchdog.service.j2").render(
+        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
+        ansible_managed="managed",
+        gb10_api_key="s3cret-key",
+        item=({"name": "replica", "unit": "gb10-vllm.service"}, "service"),
+        _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
+        _serving_health_url="http://192.168.200.11:8000/health",
+        _serving_completions_url="http://192.168.200.11:8000/v1/completions",
+        _serving_model_name="tiny-moe",
+        _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
+    )
+    assert text.startswith("# managed") and "s3cret" not in text
+    exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    argv = shlex.split(exec_start[len("ExecStart=") :])
+    opts = dict(zip(argv[1::2], argv[2::2], strict=False))
+    assert opts["--key-file"] == "/etc/gb10/serving/secrets.env" and opts["--model"] == "tiny-moe"
+    assert opts["--completions-url"] == "http://192.168.200.11:8000/v1/completions"
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert variables["_serving_model_name"] == "{{ _serving_plan.model.served_model_name }}"

@@ -45,3 +45,22 @@ def test_the_flag_wins_over_the_environment_and_no_key_means_open():
     assert srv.api_keys_from(["a", "b"], {"VLLM_API_KEY": "k"}) == ("a", "b")
     assert srv.api_keys_from(None, {"VLLM_API_KEY": "k"}) == ("k",)
     assert srv.api_keys_from(None, {}) == ()
+
+
+def test_completions_answers_one_token_with_the_key_and_401_without(base):
+    body = json.dumps({"model": engine_config()["served_model_name"][0], "prompt": "Hello", "max_tokens": 1}).encode()
+
+    def post(key=None):
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        request = urllib.request.Request(f"{base}/v1/completions", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.loads(refused.read())
+
+    assert post() == (401, {"error": "Unauthorized"})
+    status, answer = post(key="k")
+    assert status == 200 and answer["object"] == "text_completion"
+    assert len(answer["choices"]) == 1 and answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] == 1

@@ -364,6 +364,35 @@ def completion_body(name, pieces, summary, created, ids):
     }
 
 
+def text_completion_body(name, pieces, summary, created):
+    """A non-streaming text_completion (POST /v1/completions) shaped like vLLM's."""
+    usage = {
+        "prompt_tokens": summary["prompt_tokens"],
+        "total_tokens": summary["prompt_tokens"] + summary["completion_tokens"],
+        "completion_tokens": summary["completion_tokens"],
+        "prompt_tokens_details": None,
+    }
+    choice = {
+        "index": 0,
+        "text": "".join(t for k, t in pieces if k == "text"),
+        "logprobs": None,
+        "finish_reason": summary["finish_reason"],
+        "stop_reason": None,
+        "prompt_logprobs": None,
+    }
+    return {
+        "id": "cmpl-" + uuid.uuid4().hex,
+        "object": "text_completion",
+        "created": created,
+        "model": name,
+        "choices": [choice],
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": usage,
+        "kv_transfer_params": None,
+    }
+
+
 def chunk(name, created, ids, delta, finish=None):
     """One chat.completion.chunk of the SSE stream (see the streaming fixture)."""
     choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}

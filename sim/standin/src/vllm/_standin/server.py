@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP face: /health, /v1/models, /v1/chat/completions (plain and SSE), /metrics, /version."""
+"""The OpenAI-compatible HTTP face: /health, /v1/models, /v1/chat/completions (plain and SSE), /v1/completions
+(plain: the watchdog's and engine_ready's one-token probe), /metrics, /version."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ ROUTES = (
     ("/version", "GET"),
     ("/v1/models", "GET"),
     ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
 )
 
 
@@ -101,7 +103,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         if self._refused():
             return
-        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+        path = self.path.split("?", 1)[0]
+        if path not in ("/v1/chat/completions", "/v1/completions"):
             self._json(404, {"detail": "Not Found"})
             return
         try:
@@ -111,6 +114,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ValueError("the body must be a JSON object")
         except ValueError as exc:
             self._json(400, eng.RequestError(400, "BadRequestError", f"Invalid JSON body: {exc}").body())
+            return
+        if path == "/v1/completions":
+            self._completion(request)
             return
         try:
             self.engine.check(request)
@@ -124,6 +130,28 @@ class Handler(BaseHTTPRequestHandler):
             summary = self.engine.run(request, lambda kind, text: pieces.append((kind, text)))
             body = eng.completion_body(self.engine.name, pieces, summary, int(time.time()), eng.new_ids())
             self._json(200, body)
+
+    def _completion(self, request):
+        """/v1/completions: the prompt goes through the same gate and token clock as a chat request."""
+        prompt = request.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            self._json(400, eng.RequestError(400, "BadRequestError", "prompt must be a non-empty string").body())
+            return
+        if request.get("stream"):
+            # A departure: the stand-in streams chat only; nothing of the collection streams a plain completion.
+            refused = eng.RequestError(400, "BadRequestError", "the stand-in does not stream /v1/completions")
+            self._json(400, refused.body())
+            return
+        chat = {k: v for k, v in request.items() if k not in ("prompt", "tools", "tool_choice")}
+        chat["messages"] = [{"role": "user", "content": prompt}]
+        try:
+            self.engine.check(chat)
+        except eng.RequestError as exc:
+            self._json(exc.status, exc.body())
+            return
+        pieces = []
+        summary = self.engine.run(chat, lambda kind, text: pieces.append((kind, text)))
+        self._json(200, eng.text_completion_body(self.engine.name, pieces, summary, int(time.time())))
 
     def _stream(self, request):
         name, created, ids = self.engine.name, int(time.time()), eng.new_ids()

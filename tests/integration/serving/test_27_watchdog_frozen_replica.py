@@ -1,0 +1,185 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The watchdog restarts a frozen replica (issue 19 item 4, roles/serving/files/gb10-serving-watchdog).
+
+Under a steady load through the proxy, spark-2's engine is frozen with SIGSTOP. The stand-in is ONE process (the
+API server, the engine and its token clock are threads of `vllm serve`, PID 1 of the gb10-vllm container; sim/standin
+src/vllm/_standin/cli.py), unlike vLLM's API server and separate EngineCore: stopping it freezes /health too, so
+this test shows the restart of a replica that stopped answering, not the /health-200-while-frozen case itself
+(tests/unit/roles/serving/test_watchdog.py's test_pitfall_health_200_while_the_engine_is_frozen covers that against
+a real HTTP server). The process is stopped from the node (its PID in the node's namespace, `docker inspect`):
+inside the container it is PID 1, which ignores a SIGSTOP sent from its own namespace.
+
+Then: the watchdog decides to restart gb10-vllm.service on spark-2 within interval x failures + probe timeout + 60 s
+(its journal says `restart`), the unit comes back with a new InvocationID and container (docker stop waits out
+serving_stop_timeout first: a stopped process leaves SIGTERM pending until SIGKILL), spark-2 generates again and is
+UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those the
+proxy sent to spark-2 before its health check marked it DOWN (in flight at the freeze or just after). The finally
+sends SIGCONT (a no-op once the container is gone) and waits until every replica is serving and READY.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from _api import API_KEY, api_headers
+
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+REPO = Path(__file__).resolve().parents[3]
+FROZEN = "spark-2"
+SERVING = "spark-1"
+UNIT = "gb10-vllm.service"
+WATCHDOG = "gb10-watchdog-replica.service"
+CONCURRENCY = 4
+
+
+def settings():
+    """The watchdog's and the stop's figures as the simulation applies them (inventory over the role's defaults)."""
+    merged = yaml.safe_load((REPO / "roles" / "serving" / "defaults" / "main.yml").read_text())
+    merged.update(yaml.safe_load((REPO / "inventories" / "sim" / "group_vars" / "all" / "serving.yml").read_text()))
+    return {key: merged[key] for key in merged if key.startswith(("serving_watchdog_", "serving_stop_"))}
+
+
+def invocation(sim, node):
+    return sim.exec(node, "systemctl", "show", "--value", "-p", "InvocationID", UNIT, check=False).stdout.strip()
+
+
+def container_id(sim, node):
+    return sim.exec(node, "docker", "inspect", "-f", "{{.Id}}", "gb10-vllm", check=False).stdout.strip()
+
+
+def watchdog_journal(sim, since):
+    """What FROZEN's watchdog printed since ``since`` (journalctl's @epoch; the nodes share the host's clock)."""
+    argv = ["journalctl", "--no-pager", "-o", "cat", "-u", WATCHDOG, "--since", since]
+    return sim.exec(FROZEN, *argv, check=False).stdout
+
+
+def engine_pid(sim, node):
+    """The stand-in's PID in the node's namespace, and `docker top` (what runs in the container) for the record."""
+    pid = sim.exec(node, "docker", "inspect", "-f", "{{.State.Pid}}", "gb10-vllm").stdout.strip()
+    top = sim.exec(node, "docker", "top", "gb10-vllm", check=False).stdout
+    assert pid.isdigit() and int(pid) > 0, f"{node}: gb10-vllm has no running process: {pid!r}"
+    return pid, top
+
+
+def served_count(sim, node):
+    """The replica's own vllm:request_success_total (None when it does not answer in 3 s)."""
+    try:
+        with urllib.request.urlopen(f"{sim.replica_url(node)}/metrics", timeout=3) as answer:
+            return _bench.parse_metrics(answer.read().decode()).get("vllm:request_success_total", 0.0)
+    except (OSError, ValueError):
+        return None
+
+
+def generates(sim, node, timeout=30):
+    """One completion of the replica itself (POST /v1/completions, as the watchdog asks) answers with a choice."""
+    body = json.dumps({"model": "tiny-moe", "prompt": "Hello", "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{sim.replica_url(node)}/v1/completions", data=body, headers=api_headers())
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return bool(json.loads(answer.read()).get("choices"))
+    except (OSError, ValueError):
+        return False
+
+
+def wait_for(what, check, timeout, every=1.0):
+    """Seconds until ``check()`` is true; fails with ``what`` after ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s")
+
+
+class Watch(threading.Thread):
+    """Every second: the time the proxy first holds FROZEN down, and SERVING's own served count."""
+
+    def __init__(self, sim):
+        super().__init__(daemon=True)
+        self.sim, self.stop = sim, threading.Event()
+        self.down_at, self.samples = None, []
+
+    def run(self):
+        while not self.stop.is_set():
+            now = time.monotonic()
+            try:
+                op_state = self.sim.backend_states().get(FROZEN, (2, 0))[0]
+            except RuntimeError:
+                op_state = 2
+            if self.down_at is None and op_state != 2:
+                self.down_at = now
+            self.samples.append((now, served_count(self.sim, SERVING)))
+            self.stop.wait(1.0)
+
+
+def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
+    sim = served_sim
+    figures = settings()
+    decide_within = (
+        figures["serving_watchdog_interval"] * figures["serving_watchdog_failures"]
+        + figures["serving_watchdog_probe_timeout"]
+        + 60
+    )
+    back_within = decide_within + figures["serving_stop_timeout"] + figures["serving_stop_grace"] + 60
+    before = {"invocation": invocation(sim, FROZEN), "container": container_id(sim, FROZEN)}
+    pid, top = engine_pid(sim, FROZEN)
+    print(f"\n{FROZEN}: gb10-vllm runs (docker top):\n{top}")
+    load = _loadgen.Steady(
+        sim.proxy_url, "tiny-moe", concurrency=CONCURRENCY, max_tokens=8, timeout=120, pause_s=0.1, api_key=API_KEY
+    )
+    watch = Watch(sim)
+    load.start()
+    watch.start()
+    try:
+        time.sleep(5)  # both replicas serve before the freeze
+        sim.exec(FROZEN, "kill", "-STOP", pid)
+        frozen_at, since = time.monotonic(), f"@{int(time.time()) - 1}"
+        decided = wait_for(
+            f"{FROZEN}: the watchdog's restart of {UNIT}",
+            lambda: f"{UNIT}: restart (" in watchdog_journal(sim, since),
+            decide_within,
+        )
+        back = wait_for(
+            f"{FROZEN}: {UNIT} started again (new InvocationID and container)",
+            lambda: (
+                invocation(sim, FROZEN) not in ("", before["invocation"])
+                and container_id(sim, FROZEN) not in ("", before["container"])
+            ),
+            back_within - decided,
+            every=2.0,
+        )
+        wait_for(f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), 120, every=2.0)
+        sim.wait_all_ready(timeout=120)
+        back_at = time.monotonic()
+    finally:
+        sim.exec(FROZEN, "kill", "-CONT", pid, check=False)
+        records = load.stop()
+        watch.stop.set()
+        watch.join(timeout=10)
+        sim.wait_all_ready()
+    journal = watchdog_journal(sim, since)
+    failed = _loadgen.failures(records)
+    print(
+        f"\n{FROZEN} frozen: the watchdog decided after {decided:.0f} s (limit {decide_within:.0f} s), the unit was "
+        f"back {back:.0f} s later; {len(records)} requests, {len(failed)} failed; the proxy held {FROZEN} down "
+        f"{(watch.down_at - frozen_at) if watch.down_at else float('nan'):.0f} s after the freeze\n{journal[-3000:]}"
+    )
+    assert API_KEY not in journal, "the watchdog's journal carries the API key"
+    # spark-1 served in every 10 s from the freeze until spark-2 was back (its own counter, never through the proxy).
+    counts = [(t, n) for t, n in watch.samples if frozen_at <= t <= back_at]
+    assert counts and all(n is not None for _, n in counts), f"{SERVING} stopped answering /metrics: {counts}"
+    for start in range(0, int(back_at - frozen_at) - 10, 10):
+        window = [n for t, n in counts if start <= t - frozen_at <= start + 10]
+        assert window and window[-1] > window[0], f"{SERVING} served nothing from {start} s to {start + 10} s"
+    # Only requests the proxy sent to the frozen replica before its health check took it out may fail.
+    assert watch.down_at is not None, f"the proxy never held {FROZEN} down while it was frozen"
+    late = [r for r in failed if r["start"] > watch.down_at + 1.0]
+    assert not late, f"{len(late)} request(s) sent after the proxy held {FROZEN} down failed: {late[:3]}"
+    assert len(failed) <= CONCURRENCY, f"more failures than requests in flight: {failed[:5]}"
