@@ -206,6 +206,9 @@ def _render_watchdog(kind, watchdog):
         item=(watchdog, kind),
         _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
         _serving_health_url="http://192.168.200.11:8000/health",
+        _serving_completions_url="http://192.168.200.11:8000/v1/completions",
+        _serving_model_name="tiny-moe",
+        _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
     )
 
 
