@@ -65,7 +65,7 @@ def node_units(role):
             "template": template,
             "container": container,
             "conflicts": _conflicts(role),
-            "watchdog": dict(watchdog) if watchdog and watchdog["unit"] == unit else None,
+            "watchdog": dict(watchdog, container=container) if watchdog and watchdog["unit"] == unit else None,
         }
         for unit, template, container in _SERVICES[role]
     ]

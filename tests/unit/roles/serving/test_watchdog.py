@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import json
 import shlex
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +64,32 @@ def test_main_never_calls_restart_for_a_disabled_unit(tmp_path, monkeypatch):
     args = ["--unit", "gb10-vllm-tp.service", "--url", "http://10.0.0.1:8000/health", "--state", str(state)]
     assert watchdog.main(args) == 0
     assert calls == [] and state.read_text() == "0\n"
+
+
+def test_pitfall_frozen_engine_is_killed_before_its_restart(tmp_path, monkeypatch):
+    # A frozen engine keeps SIGTERM pending: the unit's graceful stop would wait out serving_stop_timeout (120 s)
+    # before the restart. Its container is killed first, then the unit restarted.
+    calls = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 3600.0))
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: (False, "completion: no answer within 5.0 s"))
+    monkeypatch.setattr(watchdog, "_docker", lambda *args: calls.append(("docker", *args)) or _done(0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(("systemctl", *args)) or _done(0))
+    state = tmp_path / "failures"
+    state.write_text("2\n")
+    argv = ["--unit", "gb10-vllm.service", "--url", "http://10.0.0.1:8000/health", "--state", str(state)]
+    assert watchdog.main([*argv, "--container", "gb10-vllm"]) == 0
+    assert calls == [
+        ("docker", "kill", "--signal", "SIGKILL", "gb10-vllm"),
+        ("systemctl", "restart", "--no-block", "gb10-vllm.service"),
+    ]
+    calls.clear()
+    state.write_text("2\n")
+    assert watchdog.main(argv) == 0  # no container named: the unit's own stop
+    assert calls == [("systemctl", "restart", "--no-block", "gb10-vllm.service")]
+
+
+def _done(returncode):
+    return subprocess.CompletedProcess([], returncode, "", "")
 
 
 @pytest.fixture
@@ -197,7 +224,7 @@ def test_watchdog_unit_passes_the_key_file_path_never_the_key():
         **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
         ansible_managed="managed",
         gb10_api_key="s3cret-key",
-        item=({"name": "replica", "unit": "gb10-vllm.service"}, "service"),
+        item=({"name": "replica", "unit": "gb10-vllm.service", "container": "gb10-vllm"}, "service"),
         _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
         _serving_health_url="http://192.168.200.11:8000/health",
         _serving_completions_url="http://192.168.200.11:8000/v1/completions",
@@ -210,5 +237,6 @@ def test_watchdog_unit_passes_the_key_file_path_never_the_key():
     opts = dict(zip(argv[1::2], argv[2::2], strict=False))
     assert opts["--key-file"] == "/etc/gb10/serving/secrets.env" and opts["--model"] == "tiny-moe"
     assert opts["--completions-url"] == "http://192.168.200.11:8000/v1/completions"
+    assert opts["--container"] == "gb10-vllm"
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     assert variables["_serving_model_name"] == "{{ _serving_plan.model.served_model_name }}"

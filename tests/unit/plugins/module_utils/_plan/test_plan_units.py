@@ -24,6 +24,7 @@ REPLICA = {
                 "timer": "gb10-watchdog-replica.timer",
                 "service": "gb10-watchdog-replica.service",
                 "unit": "gb10-vllm.service",
+                "container": "gb10-vllm",
             },
         }
     ],
@@ -49,6 +50,7 @@ RAY_HEAD = {
                 "timer": "gb10-watchdog-tp.timer",
                 "service": "gb10-watchdog-tp.service",
                 "unit": "gb10-vllm-tp.service",
+                "container": "gb10-vllm-tp",
             },
         },
     ],
