@@ -302,3 +302,20 @@ def reasoning_check(response, raw_generation=None, end_marker=DEFAULT_END_MARKER
         if " ".join(reasoning.split()) != expected:
             return {"ok": False, "warning": f"reasoning differs from the text before {end_marker}. {why}"}
     return {"ok": True, "warning": ""}
+
+
+# What the gate reads of an ansible.builtin.uri result. A registered result also holds the request's invocation,
+# its Authorization header too: passed whole to the gate module, the site's API key reached the task's output and
+# the node's journal (the module's "Invoked with" line) although the uri task itself ran with no_log.
+ANSWER_KEYS = ("json", "content", "msg", "status", "skipped")
+
+
+def answer_of(result):
+    """One uri result reduced to what an answer is: its body, status and message (never the request)."""
+    result = result if isinstance(result, dict) else {}
+    return {key: result[key] for key in ANSWER_KEYS if key in result}
+
+
+def answers_of(results):
+    """A uri loop's results reduced to their answers, each keeping the case's id as ``item.id``."""
+    return [{**answer_of(r), "item": {"id": ((r or {}).get("item") or {}).get("id")}} for r in results or []]

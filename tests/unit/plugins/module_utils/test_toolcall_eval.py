@@ -248,3 +248,45 @@ def test_request_body_is_auto_tool_choice_and_streams_on_request():
     body = te.request_body(case(), "m", stream=True)
     assert body["tool_choice"] == "auto" and body["stream"] is True and body["temperature"] == 0
     assert "stream" not in te.request_body(case(), "m")
+
+
+# ---------------------------------------------------------------------------------------- answers for the gate
+def _uri_result(case_id, body, key):
+    """An ansible.builtin.uri loop result as registered: the answer, and the request's invocation with its key."""
+    return {
+        "status": 200,
+        "json": body,
+        "content": json.dumps(body),
+        "msg": "OK (unknown bytes)",
+        "url": "http://10.0.0.11:8000/v1/chat/completions",
+        "invocation": {"module_args": {"headers": {"Authorization": f"Bearer {key}"}, "body": {"model": "m"}}},
+        "item": {"id": case_id, "messages": [{"role": "user", "content": "weather?"}]},
+        "ansible_loop_var": "item",
+    }
+
+
+def test_pitfall_gate_input_carries_no_api_key():
+    # Issue 18 item 5: the gate module got the registered results whole; its invocation (the task's output, the
+    # node's journal) then held every request's Authorization header.
+    key = "canary-key-5d0c1e7a"
+    body = {"choices": [{"message": {"content": "sunny"}}]}
+    results = [_uri_result("none-1", body, key), {"skipped": True, "item": {"id": "none-2"}}]
+    answers = te.answers_of(results)
+    assert key not in json.dumps(answers)
+    assert answers == [
+        {
+            "json": body,
+            "content": json.dumps(body),
+            "msg": "OK (unknown bytes)",
+            "status": 200,
+            "item": {"id": "none-1"},
+        },
+        {"skipped": True, "item": {"id": "none-2"}},
+    ]
+    assert te.answer_of(_uri_result("r", body, key)) == {
+        "json": body,
+        "content": json.dumps(body),
+        "msg": "OK (unknown bytes)",
+        "status": 200,
+    }
+    assert te.answers_of(None) == [] and te.answer_of(None) == {}

@@ -1,0 +1,19 @@
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Filters of the tool-calling gate. Docs: plugins/filter/<name>.yml."""
+
+from __future__ import annotations
+
+from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval
+
+
+def toolcall_answers(results):
+    if isinstance(results, dict):
+        return _toolcall_eval.answer_of(results)
+    return _toolcall_eval.answers_of(results)
+
+
+class FilterModule:
+    def filters(self):
+        return {"toolcall_answers": toolcall_answers}
