@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A hostile end of the model_weights fan-out (roles/model_weights/files/weights_transfer.py), for the tests.
 
   send   a hostile SENDER: listens like ``weights_transfer.py serve`` and speaks its wire protocol (our nonce line,

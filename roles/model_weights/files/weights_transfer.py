@@ -39,7 +39,6 @@ sys.path.insert(0, _HERE)
 sys.path.append(os.path.join(_HERE, os.pardir, os.pardir, os.pardir, "plugins", "module_utils"))
 
 from _weights import (
-    HASH_CACHE_VERSION,  # noqa: F401 (the format of the cache file this script writes; the tests compare it)
     Hasher,
     cache_key,
     cached_digests,

@@ -273,5 +273,5 @@ def served_sim():
             sim.script("sim/down.sh")
         # Where make test's budget goes: every playbook run of the session with its wall time (CI logs show it).
         lines = [f"  {seconds:7.1f} s  rc={rc}  {name}" for name, rc, seconds in sim.runs]
-        total = sum(seconds for _, _, seconds in sim.runs)
+        total = sum(run[2] for run in sim.runs)
         print(f"\nserved_sim playbook runs ({len(sim.runs)}, {total:.0f} s):\n" + "\n".join(lines))

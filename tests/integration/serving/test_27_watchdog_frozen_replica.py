@@ -174,7 +174,7 @@ def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
     assert API_KEY not in journal, "the watchdog's journal carries the API key"
     # spark-1 served in every 10 s from the freeze until spark-2 was back (its own counter, never through the proxy).
     counts = [(t, n) for t, n in watch.samples if frozen_at <= t <= back_at]
-    assert counts and all(n is not None for _, n in counts), f"{SERVING} stopped answering /metrics: {counts}"
+    assert counts and all(sample[1] is not None for sample in counts), f"{SERVING} stopped answering /metrics: {counts}"
     for start in range(0, int(back_at - frozen_at) - 10, 10):
         window = [n for t, n in counts if start <= t - frozen_at <= start + 10]
         assert window and window[-1] > window[0], f"{SERVING} served nothing from {start} s to {start + 10} s"
