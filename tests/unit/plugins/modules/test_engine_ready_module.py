@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from fake_engine import fake_engine
 from module_harness import run_main
 
 REPO = Path(__file__).resolve().parents[4]
@@ -23,46 +22,10 @@ engine_ready = importlib.import_module("ansible_collections.gb10.serving.plugins
 
 @pytest.fixture
 def health():
-    """A /health that answers 503 until ``ok_after`` requests were made, then 200; and POST /v1/completions.
-
-    completion: "ok" (one choice), "500", "hang" (nothing for ``hang_s``: a frozen engine core); key: when set, the
-    completion wants ``Authorization: Bearer <key>`` and answers vLLM's 401 otherwise.
-    """
-    state = {"asked": 0, "ok_after": 10**9, "completion": "ok", "key": None, "hang_s": 3.0, "completions": []}
-    release = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status, body=b""):
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            state["asked"] += 1
-            self._answer(200 if state["asked"] > state["ok_after"] else 503)
-
-        def do_POST(self):
-            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            state["completions"].append((self.path, request, self.headers.get("Authorization")))
-            if state["key"] and self.headers.get("Authorization") != f"Bearer {state['key']}":
-                return self._answer(401, b'{"error": "Unauthorized"}')
-            if state["completion"] == "hang":
-                release.wait(state["hang_s"])
-            if state["completion"] == "500":
-                return self._answer(500, b'{"error": "EngineDeadError"}')
-            return self._answer(200, json.dumps({"choices": [{"index": 0, "text": " the"}]}).encode())
-
-        def log_message(self, *_args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/health", state
-    release.set()
-    server.shutdown()
-    server.server_close()
+    """The fake engine's /health URL, answering 503 until ``state["ok_after"]`` GETs were made, then 200."""
+    with fake_engine() as (base, state):
+        state["ok_after"] = 10**9
+        yield f"{base}/health", state
 
 
 def run(url, states, timeout=30, stop_on_exit=True, **more):
@@ -98,7 +61,7 @@ def test_ready_once_health_answers_200(health):
     result, _commands = run(url, ["running"])
     assert result["ready"] and not result["failed"] and result["polls"] == 4 and result["reason"] == ""
     assert result["generations"] == 1 and result["generation"] == ""
-    [(path, request, authorization)] = state["completions"]
+    [(path, request, authorization)] = state["posts"]
     assert path == "/v1/completions" and authorization is None
     assert request == {"model": "tiny-moe", "prompt": "Hello", "max_tokens": 1}
 
@@ -154,7 +117,7 @@ def test_the_api_key_goes_in_the_header_and_a_missing_one_is_named(health):
     result, _commands = run(url, ["running"], timeout=1)
     assert result["failed"] and "HTTP 401 (the API key is missing or wrong)" in result["generation"]
     result, _commands = run(url, ["running"], api_key="s3cret-key")
-    assert result["ready"] and state["completions"][-1][2] == "Bearer s3cret-key"
+    assert result["ready"] and state["posts"][-1][2] == "Bearer s3cret-key"
     assert "s3cret-key" not in json.dumps(result)
 
 

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import shlex
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
+from fake_engine import fake_engine
 
 from ansible_collections.gb10.serving.plugins.filter.serving_units import FilterModule
 
@@ -94,49 +92,8 @@ def _done(returncode):
 
 @pytest.fixture
 def engine():
-    """A real HTTP server on localhost standing in for vLLM: /health and POST /v1/completions, each settable.
-
-    completion: "ok" (one choice), "hang" (answers nothing for ``hang_s``: a frozen engine core), "500", "empty"
-    (200 without a choice); key: when set, /v1 wants ``Authorization: Bearer <key>`` (401 otherwise), as vLLM does.
-    """
-    state = {"health": 200, "completion": "ok", "key": None, "hang_s": 3.0, "asked": []}
-    release = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status, body=b""):
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._answer(state["health"] if self.path == "/health" else 404)
-
-        def do_POST(self):
-            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            state["asked"].append((self.path, request, self.headers.get("Authorization")))
-            if state["key"] and self.headers.get("Authorization") != f"Bearer {state['key']}":
-                return self._answer(401, b'{"error": "Unauthorized"}')
-            mode = state["completion"]
-            if mode == "hang":
-                release.wait(state["hang_s"])
-                return self._answer(200, json.dumps({"choices": [{"text": "late"}]}).encode())
-            if mode == "500":
-                return self._answer(500, b'{"error": "EngineDeadError"}')
-            choices = [] if mode == "empty" else [{"index": 0, "text": " the", "finish_reason": "length"}]
-            return self._answer(200, json.dumps({"object": "text_completion", "choices": choices}).encode())
-
-        def log_message(self, *_args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    yield base, state
-    release.set()
-    server.shutdown()
-    server.server_close()
+    with fake_engine() as answers:
+        yield answers
 
 
 def probe(base, key="", timeout=1.0):
@@ -148,7 +105,7 @@ def test_probe_healthy_when_health_and_one_completion_answer(engine):
     ok, reason = probe(base)
     assert ok, reason
     assert reason.startswith("health 200 in ") and ", completion 200 in " in reason
-    [(path, request, authorization)] = state["asked"]
+    [(path, request, authorization)] = state["posts"]
     assert path == "/v1/completions" and authorization is None
     assert request == {"model": "tiny-moe", "prompt": watchdog.PROMPT, "max_tokens": 1}
 
@@ -177,7 +134,7 @@ def test_probe_sends_the_key_from_the_key_file_and_is_refused_without_it(engine,
     key = watchdog.read_key(key_file)
     ok, reason = probe(base, key=key)
     assert ok, reason
-    assert state["asked"][-1][2] == "Bearer s3cret-key" and "s3cret-key" not in reason
+    assert state["posts"][-1][2] == "Bearer s3cret-key" and "s3cret-key" not in reason
 
 
 def test_probe_not_healthy_when_the_completion_fails(engine):
@@ -194,7 +151,7 @@ def test_probe_names_a_failing_health_and_skips_the_completion(engine):
     base, state = engine
     state["health"] = 503
     ok, reason = probe(base)
-    assert not ok and reason.startswith(f"health {base}/health: HTTP 503 after ") and state["asked"] == []
+    assert not ok and reason.startswith(f"health {base}/health: HTTP 503 after ") and state["posts"] == []
 
 
 def test_main_reads_the_key_file_and_prints_no_key(engine, tmp_path, monkeypatch, capsys):
