@@ -17,10 +17,13 @@ def fake_engine():
 
     health: the status of GET /health; ok_after: when set, /health answers 503 until that many GETs were made, then
     200 (an engine loading); completion: "ok" (one choice), "hang" (nothing for ``hang_s``: a frozen engine core),
-    "500", "empty" (200 without a choice); key: when set, /v1 wants ``Authorization: Bearer <key>`` and answers
-    vLLM's 401 otherwise. Read back: gets (GETs of /health), posts ((path, body, Authorization) of each POST).
+    "500", "empty" (200 without a choice), "busy" (like hang, but each GET /metrics finds more generated tokens: every
+    slot taken by running requests); key: when set, /v1 wants ``Authorization: Bearer <key>`` and answers
+    vLLM's 401 otherwise; generated: vllm:generation_tokens_total on GET /metrics. Read back: gets (GETs of
+    /health), posts ((path, body, Authorization) of each POST).
     """
     state = {"health": 200, "ok_after": None, "completion": "ok", "key": None, "hang_s": 3.0, "gets": 0, "posts": []}
+    state["generated"] = 100.0
     release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -31,6 +34,11 @@ def fake_engine():
             self.wfile.write(body)
 
         def do_GET(self):
+            if self.path == "/metrics":
+                if state["completion"] == "busy":
+                    state["generated"] += 7
+                text = f'vllm:generation_tokens_total{{model_name="tiny-moe"}} {state["generated"]}\n'
+                return self._answer(200, ("# TYPE vllm:generation_tokens counter\n" + text).encode())
             if self.path != "/health":
                 return self._answer(404)
             state["gets"] += 1
@@ -44,7 +52,7 @@ def fake_engine():
             if state["key"] and self.headers.get("Authorization") != f"Bearer {state['key']}":
                 return self._answer(401, b'{"error": "Unauthorized"}')
             mode = state["completion"]
-            if mode == "hang":
+            if mode in ("hang", "busy"):
                 release.wait(state["hang_s"])
                 return self._answer(200, json.dumps({"choices": [{"text": "late"}]}).encode())
             if mode == "500":

@@ -209,6 +209,7 @@ def _render_watchdog(kind, watchdog):
         _serving_completions_url="http://192.168.200.11:8000/v1/completions",
         _serving_model_name="tiny-moe",
         _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
+        _serving_metrics_url="http://192.168.200.11:8000/metrics",
     )
 
 

@@ -97,7 +97,7 @@ def engine():
 
 
 def probe(base, key="", timeout=1.0):
-    return watchdog._probe(f"{base}/health", f"{base}/v1/completions", "tiny-moe", key, timeout)
+    return watchdog._probe(f"{base}/health", f"{base}/v1/completions", "tiny-moe", key, timeout, f"{base}/metrics")
 
 
 def test_probe_healthy_when_health_and_one_completion_answer(engine):
@@ -121,6 +121,32 @@ def test_pitfall_health_200_while_the_engine_is_frozen(engine):
     assert not ok and took < 2.0
     assert "health 200" in reason and f"completion {base}/v1/completions: no answer within " in reason
     assert watchdog.decide(2, ok, True, True, 5000.0, 1200, 3) == ("restart", 0)
+
+
+def test_pitfall_busy_engine_is_not_restarted_for_a_probe_that_waited_for_a_slot(engine):
+    # With every --max-num-seqs slot taken (the proxy's maxconn fills them) the probe waits as long as a running
+    # request: a timed-out completion while vLLM's generated-token counter moves is a busy engine, not a frozen one.
+    base, state = engine
+    state["completion"] = "busy"
+    ok, reason = probe(base, timeout=0.5)
+    assert ok and "waited" in reason and "7 tokens generated meanwhile" in reason, reason
+    state["completion"] = "hang"  # frozen: the counter stands still
+    ok, reason = probe(base, timeout=0.5)
+    assert not ok and "no answer within" in reason, reason
+
+
+def test_generated_tokens_sums_the_counter_over_its_label_sets():
+    text = (
+        "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+        "# TYPE vllm:generation_tokens_total counter\n"
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 120.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="m {x}"} 3.0\n'
+        'vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9\n'
+        "vllm:generation_tokens_totally_other 5\n"
+    )
+    assert watchdog.generated_tokens(text) == 123.0
+    assert watchdog.generated_tokens("vllm:generation_tokens_total 4\n") == 4.0
+    assert watchdog.generated_tokens("") is None and watchdog.generated_tokens(None) is None
 
 
 def test_probe_sends_the_key_from_the_key_file_and_is_refused_without_it(engine, tmp_path):
@@ -187,6 +213,7 @@ def test_watchdog_unit_passes_the_key_file_path_never_the_key():
         _serving_completions_url="http://192.168.200.11:8000/v1/completions",
         _serving_model_name="tiny-moe",
         _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
+        _serving_metrics_url="http://192.168.200.11:8000/metrics",
     )
     assert text.startswith("# managed") and "s3cret" not in text
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
@@ -194,6 +221,6 @@ def test_watchdog_unit_passes_the_key_file_path_never_the_key():
     opts = dict(zip(argv[1::2], argv[2::2], strict=False))
     assert opts["--key-file"] == "/etc/gb10/serving/secrets.env" and opts["--model"] == "tiny-moe"
     assert opts["--completions-url"] == "http://192.168.200.11:8000/v1/completions"
-    assert opts["--container"] == "gb10-vllm"
+    assert opts["--container"] == "gb10-vllm" and opts["--metrics-url"] == "http://192.168.200.11:8000/metrics"
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     assert variables["_serving_model_name"] == "{{ _serving_plan.model.served_model_name }}"
