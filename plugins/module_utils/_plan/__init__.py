@@ -63,6 +63,10 @@ __all__ = [
 ]
 
 
+# The context ladder's rungs where a profile names none (seed 004: 32K serves, 128K and 256K are what users try).
+LADDER_RUNGS = (32768, 131072, 262144)
+
+
 def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None):
     """Build the serving plan.
 
@@ -107,4 +111,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     result["serving_hosts"] = sorted(host for host, entry in ctx.entries.items() if entry["serves"])
     result["ray"] = ray_fence(ctx)
     result["api"] = dict(api) if api is not None else None
+    # what the image gate holds the built image to (roles/serving_image), and the context ladder's rungs
+    # (playbooks/context_ladder.yml): read here so that no role or playbook reads the profile itself
+    result["critical_pins"] = dict(ctx.image.get("critical_pins") or {})
+    result["context_rungs"] = [int(rung) for rung in ctx.profile.get("context_rungs") or LADDER_RUNGS]
     return result
