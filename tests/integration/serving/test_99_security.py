@@ -18,7 +18,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 from _api import API_KEY, CANARY
 from _third_party import IMAGE
 
@@ -108,13 +107,9 @@ def _what_leaked(path, text):
     return f"{path.parents[2].name}: {where} ({action}, {event.get('event')})"
 
 
-# Issue 18 item 5 is not done: the first make test run of this check (2026-12-01) found both canaries in the
-# Ansible output of 7 runs of the session and in both nodes' journal. Kept as a strict expected failure so the leak
-# stays visible and the day it is fixed this test says so (an unexpected pass fails the run).
-@pytest.mark.xfail(
-    strict=True,
-    reason="the canary secrets still reach ansible-runner's output of the session's runs and the nodes' journal",
-)
+# Issue 18 item 5. The first make test run of this check (2026-12-01) found the API key in the output of every
+# tool-calling gate and in both nodes' journal: the gate module got the uri results whole, their invocation with
+# the Authorization header (gb10.serving.toolcall_answers now gives it the answers only).
 def test_the_canary_secrets_are_found_nowhere(served_sim, tmp_path):
     plan_output = tmp_path / "plan.json"
     served_sim.playbook("playbooks/plan.yml", extravars={"plan_output": str(plan_output)})
