@@ -80,13 +80,8 @@ def served_model_name_missing(ctx):
 
 @rule("topology_unknown", pitfall="input validation")
 def topology_unknown(ctx):
-    if ctx.topology not in TOPOLOGIES:
-        yield violation(
-            ALL_NODES,
-            "topology_unknown",
-            ctx.topology,
-            "topology {!r} is not one of {}".format(ctx.topology, ", ".join(TOPOLOGIES)),
-        )
+    message = "topology {!r} is not one of {}".format(ctx.topology, ", ".join(TOPOLOGIES))
+    yield from refuse(ctx.topology not in TOPOLOGIES, "topology_unknown", ctx.topology, message)
 
 
 @rule("tp_group", pitfall="seed 000: tensor-parallel 2 over Ray across two nodes")
@@ -175,13 +170,8 @@ def not_a_number(ctx):
 
 @rule("model_checkpoint_size", pitfall="seed 004: the tighter node being the real budget")
 def model_checkpoint_size(ctx):
-    if ctx.checkpoint <= 0:
-        yield violation(
-            ALL_NODES,
-            "model_checkpoint_size",
-            ctx.model.get("checkpoint_gib"),
-            "model.checkpoint_gib must state the checkpoint's size in GiB (it decides the memory budget)",
-        )
+    message = "model.checkpoint_gib must state the checkpoint's size in GiB (it decides the memory budget)"
+    yield from refuse(ctx.checkpoint <= 0, "model_checkpoint_size", ctx.model.get("checkpoint_gib"), message)
 
 
 @rule("model_attention_shape", pitfall="seed 004: speculative decoding trading KV budget (the KV cache's size)")
