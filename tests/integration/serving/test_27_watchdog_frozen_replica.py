@@ -2,20 +2,23 @@
 # Apache-2.0
 """The watchdog restarts a frozen replica (issue 19 item 4, roles/serving/files/gb10-serving-watchdog).
 
-Under a steady load through the proxy, spark-2's engine is frozen with SIGSTOP. The stand-in is ONE process (the
-API server, the engine and its token clock are threads of `vllm serve`, PID 1 of the gb10-vllm container; sim/standin
-src/vllm/_standin/cli.py), unlike vLLM's API server and separate EngineCore: stopping it freezes /health too, so
-this test shows the restart of a replica that stopped answering, not the /health-200-while-frozen case itself
-(tests/unit/roles/serving/test_watchdog.py's test_pitfall_health_200_while_the_engine_is_frozen covers that against
-a real HTTP server). The process is stopped from the node (its PID in the node's namespace, `docker inspect`):
-inside the container it is PID 1, which ignores a SIGSTOP sent from its own namespace.
+spark-2's watchdog is first applied with short figures (FAST: every 5 s, a 60 s start grace, which the serving
+role's preflight allows only with serving_health_timeout <= 60), by a serving apply of spark-2 alone (the watchdog's
+units change, the engine's do not), and put back to the inventory's after. The frozen replica must have run longer
+than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP. The stand-in is
+ONE process (the API server, the engine and its token clock are threads of `vllm serve`, PID 1 of the gb10-vllm
+container; sim/standin/src/vllm/_standin/cli.py), unlike vLLM's API server and separate EngineCore: stopping it
+freezes /health too, so this test shows the restart of a replica that stopped answering, not the /health-200-while-
+frozen case itself (tests/unit/roles/serving/test_watchdog.py's test_pitfall_health_200_while_the_engine_is_frozen
+covers that against a real HTTP server). The process is stopped from the node (its PID in the node's namespace,
+`docker inspect`): inside the container it is PID 1, which ignores a SIGSTOP sent from its own namespace.
 
 Then: the watchdog decides to restart gb10-vllm.service on spark-2 within interval x failures + probe timeout + 60 s
-(its journal says `restart`), the unit comes back with a new InvocationID and container (docker stop waits out
-serving_stop_timeout first: a stopped process leaves SIGTERM pending until SIGKILL), spark-2 generates again and is
-UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those the
-proxy sent to spark-2 before its health check marked it DOWN (in flight at the freeze or just after). The finally
-sends SIGCONT (a no-op once the container is gone) and waits until every replica is serving and READY.
+(its journal says `restart`), the unit comes back with a new InvocationID and container (the watchdog kills the
+container first: a stopped process keeps SIGTERM pending for docker stop's whole timeout), spark-2 generates again
+and is UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those
+the proxy sent to spark-2 before its health check marked it DOWN (in flight at the freeze or just after). The
+finally sends SIGCONT (a no-op once the container is gone) and waits until every replica is serving and READY.
 """
 
 from __future__ import annotations
@@ -37,13 +40,23 @@ SERVING = "spark-1"
 UNIT = "gb10-vllm.service"
 WATCHDOG = "gb10-watchdog-replica.service"
 CONCURRENCY = 4
+APPLY = "tests/integration/serving/serving_apply.yml"
+# What a real site's 30 s / 1200 s defaults (an engine loads for minutes) would make a test of many minutes.
+FAST = {"serving_watchdog_interval": 5, "serving_watchdog_start_grace": 60, "serving_health_timeout": 60}
 
 
 def settings():
-    """The watchdog's and the stop's figures as the simulation applies them (inventory over the role's defaults)."""
+    """The watchdog's and the stop's figures as this test applies them (FAST over the inventory and the defaults)."""
     merged = yaml.safe_load((REPO / "roles" / "serving" / "defaults" / "main.yml").read_text())
     merged.update(yaml.safe_load((REPO / "inventories" / "sim" / "group_vars" / "all" / "serving.yml").read_text()))
+    merged.update(FAST)
     return {key: merged[key] for key in merged if key.startswith(("serving_watchdog_", "serving_stop_"))}
+
+
+def active_for(sim, node):
+    """Seconds since the node's gb10-vllm.service became active (the nodes share the host's clock)."""
+    shown = sim.exec(node, "systemctl", "show", "--value", "-p", "ActiveEnterTimestamp", "--timestamp=unix", UNIT)
+    return time.time() - float(shown.stdout.strip().lstrip("@") or 0)
 
 
 def invocation(sim, node):
@@ -121,7 +134,18 @@ class Watch(threading.Thread):
 
 def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
     sim = served_sim
+    sim.playbook(APPLY, FAST, limit=f"localhost,{FROZEN}")
+    try:
+        _frozen_replica_is_restarted(sim)
+    finally:
+        sim.playbook(APPLY, limit=f"localhost,{FROZEN}")
+        sim.wait_all_ready()
+
+
+def _frozen_replica_is_restarted(sim):
     figures = settings()
+    # Failed probes inside the start grace are not counted: the replica must have run longer than it.
+    time.sleep(max(0.0, figures["serving_watchdog_start_grace"] + 5 - active_for(sim, FROZEN)))
     decide_within = (
         figures["serving_watchdog_interval"] * figures["serving_watchdog_failures"]
         + figures["serving_watchdog_probe_timeout"]
