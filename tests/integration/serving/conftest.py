@@ -78,6 +78,17 @@ def _env():
     return env
 
 
+def slowest_tasks(events, count=5):
+    """The run's ``count`` slowest task results as (seconds, host, task), from ansible-runner's own durations."""
+    timed = [
+        (data.get("duration") or 0.0, data.get("host", ""), data.get("task", ""))
+        for event in events
+        if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_skipped")
+        for data in [event.get("event_data", {})]
+    ]
+    return sorted(timed, reverse=True)[:count]
+
+
 def failures(runner):
     """The failed or unreachable tasks of a run, each with its host and message (the stdout tail where none)."""
     lines = []
@@ -104,6 +115,7 @@ class ServedSim:
     runs: list = field(default_factory=list)
     # ansible-runner's private data dirs (events are read from them lazily); removed when the session ends.
     scratch: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gb10-it-"))
+    slowest: list = field(default_factory=list)
 
     @property
     def prefix(self):
@@ -164,6 +176,7 @@ class ServedSim:
             quiet=True,
         )
         self.runs.append((playbook.name, runner.rc, round(time.monotonic() - started, 1)))
+        self.slowest.append(slowest_tasks(runner.events))
         if check and runner.rc != 0:
             pytest.fail(f"{playbook.name} failed (rc={runner.rc}, status={runner.status}):\n{failures(runner)}")
         return runner
@@ -268,10 +281,18 @@ def served_sim():
         yield sim
         sim.wait_all_ready()
     finally:
-        shutil.rmtree(sim.scratch, ignore_errors=True)
+        # GB10_IT_KEEP=1 keeps the nodes and every run's ansible-runner artifacts (printed below) for a look after.
+        if os.environ.get("GB10_IT_KEEP") != "1":
+            shutil.rmtree(sim.scratch, ignore_errors=True)
+        else:
+            print(f"ansible-runner artifacts kept in {sim.scratch}")
         if not reuse and os.environ.get("GB10_IT_KEEP") != "1":
             sim.script("sim/down.sh")
         # Where make test's budget goes: every playbook run of the session with its wall time (CI logs show it).
         lines = [f"  {seconds:7.1f} s  rc={rc}  {name}" for name, rc, seconds in sim.runs]
         total = sum(run[2] for run in sim.runs)
         print(f"\nserved_sim playbook runs ({len(sim.runs)}, {total:.0f} s):\n" + "\n".join(lines))
+        for (name, _rc, seconds), tasks in zip(sim.runs, sim.slowest, strict=True):
+            if seconds >= 60:
+                shown = "; ".join(f"{took:.0f} s {host}: {task}" for took, host, task in tasks)
+                print(f"  slowest tasks of {name} ({seconds:.0f} s): {shown}")

@@ -117,9 +117,8 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
     assert set(site.backend_states()) == {"spark-1"}
     answer = site.chat("hello from the split model")
     assert answer["choices"][0]["message"]["content"], answer
-    # Idempotent: switching to where the site already is changes nothing and has no downtime.
-    again = _switch(site, "sim-tp")
-    assert again["from"] == "" and again["no_healthy_backend_s"] is None, again
+    # Switching to where the site already is (no change, no downtime) is molecule tensor_parallel's verify: 90 s of
+    # make test's budget here.
 
     with Load(site.proxy_url) as load:
         time.sleep(5)
