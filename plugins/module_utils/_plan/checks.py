@@ -17,6 +17,12 @@ def refuse(wrong, rule, value, message):
         yield violation(ALL_NODES, rule, value, message)
 
 
+def refuse_given(ctx, field, wrong, rule, message):
+    """refuse() of the profile's own ``field`` as the operator gave it (``{given!r}`` in ``message``)."""
+    given = ctx.profile.get(field)
+    return refuse(wrong, rule, given, message.format(given=given))
+
+
 def unmatched(rule, pattern, value, message):
     """The violation of ``rule`` (all nodes) when ``pattern`` does not match ``value``; an empty value is None."""
     return refuse(not pattern.match(str(value)), rule, value or None, message)

@@ -9,7 +9,7 @@ import json
 import re
 
 from . import tp as _tp
-from .checks import refuse, unmatched
+from .checks import refuse, refuse_given, unmatched
 from .context import TOPOLOGIES
 from .registry import rule
 from .violation import ALL_NODES, violation
@@ -140,26 +140,18 @@ def speculative_drafter_size(ctx):
 
 @rule("context_length", pitfall="seed 004: the context ladder with abort criteria")
 def context_length(ctx):
-    given = ctx.profile.get("context_length")
-    return refuse(
-        ctx.context_length is None,
-        "context_length",
-        given,
-        f"context_length must be a positive integer (it becomes --max-model-len), got {given!r}",
-    )
+    message = "context_length must be a positive integer (it becomes --max-model-len), got {given!r}"
+    return refuse_given(ctx, "context_length", ctx.context_length is None, "context_length", message)
 
 
 @rule("max_jobs_missing", pitfall=_MAX_JOBS)
 def max_jobs_missing(ctx):
-    given = ctx.profile.get("max_jobs")
-    return refuse(
-        ctx.max_jobs is None,
-        "max_jobs_missing",
-        given,
-        f"max_jobs is {given!r}: MAX_JOBS defaults to the CPU count and the FlashInfer JIT then runs "
-        "that many ~1.2-5 GiB compiler processes on top of the resident weights. Set max_jobs (2 while a model "
-        "is resident) and the plan forwards MAX_JOBS to every container",
+    message = (
+        "max_jobs is {given!r}: MAX_JOBS defaults to the CPU count and the FlashInfer JIT then runs that many "
+        "~1.2-5 GiB compiler processes on top of the resident weights. Set max_jobs (2 while a model is resident) "
+        "and the plan forwards MAX_JOBS to every container"
     )
+    return refuse_given(ctx, "max_jobs", ctx.max_jobs is None, "max_jobs_missing", message)
 
 
 @rule("not_a_number", pitfall="input validation")

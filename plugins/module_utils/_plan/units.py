@@ -19,6 +19,9 @@ _SERVICES = {
     ),
     "ray_worker": (("gb10-ray-worker.service", "gb10-ray.service.j2", "gb10-ray-worker"),),
 }
+# unit -> the unit it Requires= and starts after, in whose container's PID namespace it runs (the tensor-parallel
+# vLLM joins the Ray head's cluster).
+_REQUIRES = {"gb10-vllm-tp.service": "gb10-ray-head.service"}
 # plan role -> (the unit whose engine answers /health, the name of its watchdog); a Ray worker serves no API.
 _ENGINES = {"replica": ("gb10-vllm.service", "replica"), "ray_head": ("gb10-vllm-tp.service", "tp")}
 TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker")}
@@ -41,23 +44,30 @@ def _watchdog(role):
     }
 
 
+def _services(topology):
+    """The service units of ``topology`` (each runs a container), in start order, role by role."""
+    return [unit for role in TOPOLOGY_ROLES[topology] for unit, _template, _container in _SERVICES[role]]
+
+
 def _conflicts(role):
     # Conflicts= names the other topology's service units: starting one stops the other topology on this node.
     # A watchdog is not among them: its timer is retired with its topology (disable --now) and starts nothing stopped.
-    other = _topology(role)
-    return sorted(
-        unit
-        for topology, roles in TOPOLOGY_ROLES.items()
-        if topology != other
-        for r in roles
-        for unit, _template, _container in _SERVICES[r]
-    )
+    own = _topology(role)
+    return sorted(unit for topology in TOPOLOGY_ROLES if topology != own for unit in _services(topology))
+
+
+def _requires(unit):
+    containers = {u: container for services in _SERVICES.values() for u, _template, container in services}
+    required = _REQUIRES.get(unit)
+    return {"unit": required, "container": containers[required]} if required else None
 
 
 def node_units(role):
-    """A node's units: ``units`` in start order (unit, template, container, conflicts, watchdog), the
+    """A node's units: ``units`` in start order (unit, template, container, conflicts, requires, watchdog), the
     ``engine_unit`` that answers /health (None on a Ray worker), and ``unit_names``, every unit file its role writes
-    in the order they stop (watchdog timer, its service, then the services in reverse start order)."""
+    in the order they stop (watchdog timer, its service, then the services in reverse start order). ``requires``
+    is the unit (and its container) that this one Requires=, starts after and shares the PID namespace of, or None.
+    """
     watchdog = _watchdog(role)
     units = [
         {
@@ -65,6 +75,7 @@ def node_units(role):
             "template": template,
             "container": container,
             "conflicts": _conflicts(role),
+            "requires": _requires(unit),
             "watchdog": dict(watchdog, container=container) if watchdog and watchdog["unit"] == unit else None,
         }
         for unit, template, container in _SERVICES[role]
@@ -76,9 +87,12 @@ def node_units(role):
 
 def site_units():
     """What is site-wide: ``all``, every unit the collection manages (a node retires those its role does not
-    write); ``topologies``, the units each topology runs (what a switch reads to tell which one runs now); and
-    ``retire_phases``: every node does one phase before any does the next (watchdogs, which would restart an
-    engine; the engines; the Ray workers; the Ray head), so that nothing still running sees a peer vanish."""
+    write); ``topologies``, the units each topology runs (what a switch reads to tell which one runs now);
+    ``services``, each topology's service units, those that run a container, in start order (what the other
+    topology's units name in Conflicts=, what Ray's fence loads before); ``static``, the units with no [Install]
+    (a watchdog's service, which its timer starts: nothing to enable or disable); and ``retire_phases``: every
+    node does one phase before any does the next (watchdogs, which would restart an engine; the engines; the Ray
+    workers; the Ray head), so that nothing still running sees a peer vanish."""
     per_role = {role: node_units(role) for role in ROLES}
 
     def services(role):
@@ -98,5 +112,7 @@ def site_units():
             topology: [name for role in roles for name in per_role[role]["unit_names"]]
             for topology, roles in TOPOLOGY_ROLES.items()
         },
+        "services": {topology: _services(topology) for topology in TOPOLOGY_ROLES},
+        "static": [watchdog["service"] for watchdog in watchdogs],
         "retire_phases": phases,
     }

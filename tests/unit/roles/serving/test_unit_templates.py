@@ -10,12 +10,9 @@ import shlex
 import sys
 from pathlib import Path
 
-import jinja2
 import yaml
+from serving_render import ROLE, environment, plain_defaults, render_watchdog
 
-from ansible_collections.gb10.serving.plugins.filter.serving_units import FilterModule
-
-ROLE = Path(__file__).resolve().parents[4] / "roles" / "serving"
 IMAGE = "registry:5000/vllm@sha256:" + "0" * 64
 PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
@@ -25,12 +22,9 @@ UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head
 
 
 def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
-    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     config = "/etc/gb10/serving"
     values = {
-        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
+        **plain_defaults(),
         "ansible_managed": "managed",
         "gb10_fabric_address": "192.168.200.11",
         "serving_docker_gpus": "all",
@@ -49,7 +43,7 @@ def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None
         ],
         "_serving_ray_mounts": [{"source": "/var/lib/gb10/ray/tmp", "target": "/tmp/ray"}],
     }
-    return env.get_template(template).render(**values)
+    return environment().get_template(template).render(**values)
 
 
 def _exec_start(text):
@@ -106,8 +100,7 @@ def test_tp_engine_unit_joins_the_head_with_host_ipc_and_the_token():
 
 
 def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
-    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
+    env = environment()
     env.filters["combine"] = lambda a, b: {**a, **b}
     text = env.get_template("engine.env.j2").render(
         ansible_managed="managed",
@@ -196,23 +189,6 @@ def _role_loops(plan, host):
     ]
 
 
-def _render_watchdog(kind, watchdog):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
-    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    return env.get_template(f"gb10-watchdog.{kind}.j2").render(
-        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
-        ansible_managed="managed",
-        item=(watchdog, kind),
-        _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
-        _serving_health_url="http://192.168.200.11:8000/health",
-        _serving_completions_url="http://192.168.200.11:8000/v1/completions",
-        _serving_model_name="tiny-moe",
-        _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
-        _serving_metrics_url="http://192.168.200.11:8000/metrics",
-    )
-
-
 def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and_watchdogs():
     # Issue 15 item 2: the role writes what the plan names, rendered as the role's own table rendered it.
     seen = {}
@@ -236,12 +212,12 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 written.append(unit["unit"])
             for watchdog in watchdogs:
                 assert watchdog["unit"] == node["engine_unit"]
-                service = _render_watchdog("service", watchdog)
+                service = render_watchdog("service", watchdog)
                 argv = _exec_start(service)
                 assert argv[argv.index("--unit") + 1] == node["engine_unit"]
                 assert f"RuntimeDirectory=gb10-watchdog-{watchdog['name']}" in service.splitlines()
                 assert f"Description=gb10 serving watchdog for {node['engine_unit']}" in service
-                assert "[Timer]" in _render_watchdog("timer", watchdog)
+                assert "[Timer]" in render_watchdog("timer", watchdog)
                 written += [watchdog["service"], watchdog["timer"]]
             assert sorted(written) == sorted(node["unit_names"]), (profile, host)
             seen.setdefault(profile, {})[host] = written

@@ -10,16 +10,12 @@ import importlib.util
 import shlex
 import subprocess
 import time
-from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
 from fake_engine import fake_engine
+from serving_render import ROLE, render_watchdog
 
-from ansible_collections.gb10.serving.plugins.filter.serving_units import FilterModule
-
-ROLE = Path(__file__).resolve().parents[4] / "roles" / "serving"
 SCRIPT = ROLE / "files" / "gb10-serving-watchdog"
 _loader = importlib.machinery.SourceFileLoader("gb10_serving_watchdog", str(SCRIPT))
 _spec = importlib.util.spec_from_loader("gb10_serving_watchdog", _loader)
@@ -200,21 +196,8 @@ def test_main_reads_the_key_file_and_prints_no_key(engine, tmp_path, monkeypatch
 
 
 def test_watchdog_unit_passes_the_key_file_path_never_the_key():
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
-    env.filters.update({f"gb10.serving.{name}": f for name, f in FilterModule().filters().items()})
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    text = env.get_template("gb10-watchdog.service.j2").render(
-        **{k: v for k, v in defaults.items() if not str(v).startswith("{{")},
-        ansible_managed="managed",
-        gb10_api_key="s3cret-key",
-        item=({"name": "replica", "unit": "gb10-vllm.service", "container": "gb10-vllm"}, "service"),
-        _serving_watchdog_bin="/usr/local/libexec/gb10-serving-watchdog",
-        _serving_health_url="http://192.168.200.11:8000/health",
-        _serving_completions_url="http://192.168.200.11:8000/v1/completions",
-        _serving_model_name="tiny-moe",
-        _serving_secrets_env_file="/etc/gb10/serving/secrets.env",
-        _serving_metrics_url="http://192.168.200.11:8000/metrics",
-    )
+    watchdog = {"name": "replica", "unit": "gb10-vllm.service", "container": "gb10-vllm"}
+    text = render_watchdog("service", watchdog, gb10_api_key="s3cret-key")
     assert text.startswith("# managed") and "s3cret" not in text
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
     argv = shlex.split(exec_start[len("ExecStart=") :])

@@ -1,8 +1,9 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
 """The plan states the systemd units (issue 15 item 2): each node's units in start order with their template,
-container, Conflicts= and watchdog, the unit whose engine answers /health, and what is site-wide (every managed
-unit, each topology's, the retire phases). roles/serving and playbooks/switch_topology.yml read nothing else."""
+container, Conflicts=, Requires= and watchdog, the unit whose engine answers /health, and what is site-wide (every
+managed unit, each topology's, its services, the static ones, the retire phases). roles/serving and
+playbooks/switch_topology.yml read nothing else."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ REPLICA = {
             "template": "gb10-vllm.service.j2",
             "container": "gb10-vllm",
             "conflicts": TP_SERVICES,
+            "requires": None,
             "watchdog": {
                 "name": "replica",
                 "timer": "gb10-watchdog-replica.timer",
@@ -38,6 +40,7 @@ RAY_HEAD = {
             "template": "gb10-ray.service.j2",
             "container": "gb10-ray-head",
             "conflicts": ["gb10-vllm.service"],
+            "requires": None,
             "watchdog": None,
         },
         {
@@ -45,6 +48,8 @@ RAY_HEAD = {
             "template": "gb10-vllm-tp.service.j2",
             "container": "gb10-vllm-tp",
             "conflicts": ["gb10-vllm.service"],
+            # it joins the head's cluster: Requires=/After= its unit, in its container's PID namespace
+            "requires": {"unit": "gb10-ray-head.service", "container": "gb10-ray-head"},
             "watchdog": {
                 "name": "tp",
                 "timer": "gb10-watchdog-tp.timer",
@@ -69,6 +74,7 @@ RAY_WORKER = {
             "template": "gb10-ray.service.j2",
             "container": "gb10-ray-worker",
             "conflicts": ["gb10-vllm.service"],
+            "requires": None,
             "watchdog": None,
         }
     ],
@@ -117,10 +123,7 @@ def test_conflicts_are_symmetric_between_the_topologies():
     # A replica unit conflicts with every tensor-parallel service unit and each of those with every replica unit:
     # starting either topology on a node stops the other there (DESIGN section 5).
     site = plan_mod.plan(None, {}, {})["units"]
-    services = {
-        topology: {u for u in units if not u.startswith("gb10-watchdog-")}
-        for topology, units in site["topologies"].items()
-    }
+    services = {topology: set(units) for topology, units in site["services"].items()}
     conflicts = {}
     for role in ("replica", "ray_head", "ray_worker"):
         for unit in plan_mod.units.node_units(role)["units"]:
@@ -145,6 +148,31 @@ def test_every_unit_a_node_may_run_is_in_the_site_wide_set(sim_plans):
             assert set(entry["unit_names"]) <= set(site["topologies"][result["topology"]]), host
     site = sim_plans["sim-tp"]["units"]
     assert sorted(u for units in site["topologies"].values() for u in units) == sorted(site["all"])
+
+
+def test_each_topologys_services_are_its_units_that_run_a_container_and_the_static_ones_its_watchdogs(sim_plans):
+    # What the roles read instead of spelling units: a topology's services (Conflicts=, the fabric firewall's
+    # Before=, the FlashInfer build's units to stop), and the units with no [Install] (a watchdog's service).
+    site = plan_mod.plan(None, {}, {})["units"]
+    assert site["services"] == {
+        "replicas": ["gb10-vllm.service"],
+        "tensor_parallel": ["gb10-ray-head.service", "gb10-vllm-tp.service", "gb10-ray-worker.service"],
+    }
+    assert site["static"] == ["gb10-watchdog-replica.service", "gb10-watchdog-tp.service"]
+    for result in sim_plans.values():
+        services = site["services"][result["topology"]]
+        for host, entry in result["nodes"].items():
+            assert [u["unit"] for u in entry["units"]] == [s for s in services if s in entry["unit_names"]], host
+            watchdogs = [u["watchdog"] for u in entry["units"] if u["watchdog"]]
+            assert [n for n in entry["unit_names"] if n in site["static"]] == [w["service"] for w in watchdogs], host
+            for unit in entry["units"]:
+                if unit["requires"]:
+                    required = next(u for u in entry["units"] if u["unit"] == unit["requires"]["unit"])
+                    assert required["container"] == unit["requires"]["container"], host
+                    assert entry["units"].index(required) < entry["units"].index(unit), host
+    assert sorted(site["static"] + [u for units in site["services"].values() for u in units]) == sorted(
+        u for u in site["all"] if not u.endswith(".timer")
+    )
 
 
 def test_retire_phases_cover_every_managed_unit_once_watchdogs_engines_workers_head():

@@ -58,19 +58,45 @@ def test_a_rule_produces_violations_of_its_own_name_only():
         del registry.RULES["registry_selftest"]
 
 
-def test_every_rule_name_written_in_the_plugins_is_registered():
-    # Static: every violation(node, "<rule>", ...) anywhere under plugins/ names a registered rule.
+def _trees():
+    return {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted((REPO / "plugins").rglob("*.py"))}
+
+
+def _rule_positions(trees):
+    """{function name: index of its ``rule`` (or ``rule_name``) parameter}: violation() and every helper under
+    plugins/ that builds one (checks.refuse, checks.each_node, a rules module's own, ...)."""
+    positions = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                params = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+                named = [p for p in ("rule", "rule_name") if p in params]
+                if named:
+                    positions[node.name] = params.index(named[0])
+    return positions
+
+
+def test_every_rule_name_written_in_the_plugins_is_registered_and_every_rule_names_itself():
+    # Static: the rule of every violation(...) call, and of every call of a helper that builds one (refuse,
+    # unmatched, each_node, ...), anywhere under plugins/ is a registered name, and every registered rule is written
+    # as one: a rule renamed on one side only, or one that names no violation of its own, shows before any plan runs.
+    trees = _trees()
+    positions = _rule_positions(trees)
+    assert {"violation", "refuse", "refuse_given", "unmatched", "each_node"} <= set(positions)
     written = {}
-    for path in (REPO / "plugins").rglob("*.py"):
-        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(call, ast.Call) or getattr(call.func, "id", getattr(call.func, "attr", None)) != (
-                "violation"
-            ):
+    for path, tree in trees.items():
+        for call in ast.walk(tree):
+            if not isinstance(call, ast.Call):
                 continue
-            if len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
-                written.setdefault(call.args[1].value, str(path.relative_to(REPO)))
-    assert len(written) >= 60
+            at = positions.get(getattr(call.func, "id", getattr(call.func, "attr", None)))
+            if at is None:
+                continue
+            args = [*call.args[at : at + 1], *(k.value for k in call.keywords if k.arg in ("rule", "rule_name"))]
+            for arg in args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    written.setdefault(arg.value, str(path.relative_to(REPO)))
     assert {name: where for name, where in written.items() if name not in registry.RULES} == {}
+    assert [name for name in registry.names() if name not in written] == []
 
 
 def test_a_broken_plan_names_registered_rules_only():

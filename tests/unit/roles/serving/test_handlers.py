@@ -1,0 +1,65 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""roles/serving's one restart handler: the node's units from the plan, in start order, only those that changed
+(every unit when an env file they all read changed, else each unit whose own file changed), templated by Ansible."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+REPO = Path(__file__).resolve().parents[4]
+ROLE = REPO / "roles" / "serving"
+sys.path.insert(0, str(REPO / "tests" / "unit" / "plugins" / "module_utils" / "_plan"))
+from _plan_fixtures import shipped_plan
+
+HANDLERS = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+CONFIGURE = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
+RESTART = next(h for h in HANDLERS if h["name"] == "Restart the serving units")
+ENV_FILES = ("__serving_engine_env_file", "__serving_secrets_env_file", "__serving_ray_env_file")
+
+
+def _restarted(plan, host, changed_env=(), changed_units=(), registered=ENV_FILES):
+    role_vars = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+        **RESTART["vars"],
+    }
+    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
+    variables.update(gb10_plan=plan, inventory_hostname=host)
+    variables.update({name: {"changed": name in changed_env} for name in registered})
+    units = plan["nodes"][host]["units"]
+    variables["__serving_unit_files"] = {
+        "results": [{"item": unit, "changed": unit["unit"] in changed_units} for unit in units]
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return [item["unit"] for item in templar.template(trust_as_template(RESTART["loop"]))]
+
+
+def test_every_file_the_units_are_restarted_for_notifies_the_one_handler_and_registers_what_it_reads():
+    notifying = {task["name"]: task for task in CONFIGURE if "Restart the serving units" in task.get("notify", [])}
+    registers = {task["register"] for task in notifying.values()}
+    assert registers == {*ENV_FILES, "__serving_unit_files"}
+    assert [h["name"] for h in HANDLERS if "Restart" in h["name"]] == [
+        "Restart the serving units",
+        "Restart serving watchdog timers",
+    ]
+
+
+def test_a_changed_env_file_restarts_every_unit_of_the_node_in_start_order_a_unit_file_only_its_unit():
+    plan = shipped_plan("sim", "sim-tp")
+    head = [unit["unit"] for unit in plan["nodes"]["spark-1"]["units"]]
+    assert head == ["gb10-ray-head.service", "gb10-vllm-tp.service"]
+    assert _restarted(plan, "spark-1") == []
+    assert _restarted(plan, "spark-1", changed_units={"gb10-vllm-tp.service"}) == ["gb10-vllm-tp.service"]
+    for env_file in ENV_FILES:
+        assert _restarted(plan, "spark-1", changed_env={env_file}) == head, env_file
+    assert _restarted(plan, "spark-2", changed_env={"__serving_ray_env_file"}) == ["gb10-ray-worker.service"]
+    # a task that did not run (another tag) registered nothing: only the unit files count then
+    replicas = shipped_plan("sim", "sim-replicas")
+    assert _restarted(replicas, "spark-1", registered=()) == []
+    assert _restarted(replicas, "spark-1", changed_units={"gb10-vllm.service"}, registered=()) == ["gb10-vllm.service"]
