@@ -117,8 +117,8 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
     assert set(site.backend_states()) == {"spark-1"}
     answer = site.chat("hello from the split model")
     assert answer["choices"][0]["message"]["content"], answer
-    # Switching to where the site already is (no change, no downtime) is molecule tensor_parallel's verify: 90 s of
-    # make test's budget here.
+    # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
+    # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
 
     with Load(site.proxy_url) as load:
         time.sleep(5)
