@@ -13,7 +13,7 @@ description:
   - On the node that built the module (or already holds it), lists every file of the module's build folder
     (C(cached_ops/<module>)) and of the cache folders that hold build.ninja's generated inputs, with size, sha256 and
     mtime_ns, and checks the .so and build.ninja against the sha256 its stamp recorded, and that .ninja_log (and
-    .ninja_deps where build.ninja has C(deps =)) are there (issue 17: the receiving node's serving start must find
+    .ninja_deps where build.ninja has a C(deps) line) are there (issue 17, the receiving node's serving start must find
     ninja with nothing to do).
   - Writes that manifest to I(dest) (mode 0600), what the transfer script's C(--layout files) serve and receive take.
     The module's files are only read.
