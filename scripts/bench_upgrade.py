@@ -9,7 +9,9 @@ Needs a converged simulation (make sim, same SIM_PREFIX / SIM_SUBNET_BASE / GB10
 2. a rolling upgrade that changes the vLLM options (drops --enable-prefix-caching), then one back to the
    inventory's profile, each writing its per-node step times (-e rolling_upgrade_report);
 3. prints, per node and run: the upgrade's total (drain to ready), the replica's own restart, and the overhead
-   (total minus own restart: drain wait, stop, apply, warm-up, smoke test, ready).
+   (total minus own restart: drain wait, stop, apply, warm-up, smoke test, ready), and how the node got its
+   FlashInfer module (built, received from another node over the fabric: built once per cluster, or present) with
+   that step's seconds. BENCH_UPGRADE_IMAGE=<repo@sha256:...> adds a run to that serving image and one back.
 Timings are printed, never asserted. The site is left on the inventory's profile, both replicas ready.
 """
 
@@ -108,10 +110,16 @@ def main():
         wait(lambda node=node: healthy(node), 60, f"{node} serving before the bench")
     own = {node: own_restart(node) for node in NODES}
     runs = [("drop --enable-prefix-caching", {"serving_profiles": changed}), ("back to the inventory's profile", {})]
+    image = os.environ.get("BENCH_UPGRADE_IMAGE", "")
+    if image:
+        to_image = copy.deepcopy(profiles["serving_profiles"])
+        to_image[PROFILE]["image"]["ref"] = image
+        runs += [(f"to image {image[-12:]}", {"serving_profiles": to_image}), ("back to the inventory's image", {})]
     results = [(label, *upgrade(extra, label)) for label, extra in runs]
 
     print(f"\nRolling upgrade overhead, simulation {PREFIX} (profile {PROFILE}); seconds")
     header = ("total", 7), ("own restart", 12), ("overhead", 9), ("drain wait", 11), ("after /health", 14)
+    header += (("flashinfer", 24), ("its s", 6))
     print(f"{'run':34} {'node':8} " + " ".join(f"{name:>{width}}" for name, width in header))
     for label, report, wall in results:
         for node in NODES:
@@ -120,9 +128,12 @@ def main():
                 print(f"{label:34} {node:8} skipped (already on the target)")
                 continue
             overhead = figures["total_s"] - own[node]
+            step = report[node].get("flashinfer") or {}
+            how = step.get("action", "?") + (f" from {step['source']}" if step.get("source") else "")
             print(
                 f"{label:34} {node:8} {figures['total_s']:7.1f} {own[node]:12.1f} {overhead:9.1f} "
-                f"{figures['drain_wait_s']:11.1f} {figures['after_healthy_s']:14.1f}"
+                f"{figures['drain_wait_s']:11.1f} {figures['after_healthy_s']:14.1f} "
+                f"{how:>24} {float(step.get('seconds') or 0):6.1f}"
             )
         print(f"{label:34} {'(play)':8} {wall:7.1f}  whole playbook, preflight of the target on every node included")
 

@@ -115,6 +115,12 @@ host_paths:
   description: Library, stamp, log, build.ninja and build folder on the host.
   type: dict
   returned: always
+share_key:
+  description:
+    - What another node must have in common with this one to give it its module (image digest, flashinfer
+      version, arch, the cache's container path, the variables that reach build.ninja), as a JSON string.
+  type: str
+  returned: always
 last_build:
   description:
     - The stamp's figures of the last finished build on this node (build_seconds, steps, worst_unit_seconds,
@@ -192,6 +198,13 @@ def run(params):
         "host_paths": host,
         "container_paths": container,
         "last_build": last_build,
+        "share_key": fj.share_key(
+            params["image_digest"],
+            params["flashinfer_version"],
+            params["compute_capability"],
+            params["workspace_base"],
+            params["env"],
+        ),
     }
 
 

@@ -9,6 +9,13 @@
   receive  on another node: take the blobs it lacks, each proven by content as it lands, and link them into the
            snapshot; only the paths of the manifest the role wrote here, only the Hugging Face layout's links
 
+serve and receive with ``--layout files --root <folder>`` move plain files instead (the flashinfer_jit role's
+prebuilt module: its cache folder's files): the manifest maps a path under the folder to its size, sha256 and
+mtime_ns; the receiver takes only those paths, proves each sha256, gives it the manifest's mtime (ninja compares
+outputs with inputs by mtime: a fresh one on an output would relink it, a fresh one on a generated source would
+rebuild every unit) and renames the proven files into place once all of them are proven, the names given with
+``--commit-last`` (the stamp) after the others, so a copy cut short leaves no stamp.
+
 The hub token is read from the root-only env file mounted at --env-file and passed to huggingface_hub as an
 argument: it is never in this process's argv or in the container's configuration. The fan-out's per-run token is
 read from --token-file (mode 0600) and never crosses the wire: each end proves it with an HMAC of the other's
@@ -423,7 +430,7 @@ def serve(args):
     allowed = {a.strip() for item in args.allow or [] for a in item.split(",") if a.strip()}
     if not allowed:
         raise Refused("serve needs --allow with the receivers' addresses")
-    manifest = load_manifest(args.manifest)
+    manifest = load_files_manifest(args.manifest) if args.layout == "files" else load_manifest(args.manifest)
     listener = socket.create_server((args.bind, args.port), reuse_port=True)
     listener.settimeout(args.timeout)
     status.write()
@@ -439,7 +446,7 @@ def serve(args):
                 with conn.makefile("rb") as reader:
                     want = server_handshake(conn, reader, token)
                 with conn.makefile("wb") as writer:
-                    send_snapshot(writer, args, manifest, want)
+                    (send_files if args.layout == "files" else send_snapshot)(writer, args, manifest, want)
             except (Refused, OSError) as exc:  # one peer that lies, stalls or hangs up does not end the serving
                 print(f"refused {peer[0]}: {exc}", flush=True)
                 continue
@@ -472,6 +479,8 @@ def _write_blob(tar, member, target, entry, received, cache):
 
 
 def receive(args):
+    if args.layout == "files":
+        return receive_files(args)
     status = Status(args.status, "receive")
     token = read_run_token(args.token_file)
     if not os.path.isfile(args.manifest):
@@ -566,11 +575,143 @@ def _link(snapshot, path, link):
     os.replace(tmp, target)
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# --layout files: plain files under --root, by a manifest {path: {size, sha256, mtime_ns}}
+
+
+def load_files_manifest(path):
+    with open(path) as handle:
+        manifest = json.load(handle)
+    if not isinstance(manifest, dict) or not manifest:
+        raise Refused(f"refusing the manifest {path}: no files")
+    for name, entry in manifest.items():
+        safe_path(name)
+        if not isinstance(entry, dict) or not re.match(r"^[0-9a-f]{64}$", str(entry.get("sha256") or "")):
+            raise Refused(f"refusing the manifest {path}: {name} has no sha256")
+        if not isinstance(entry.get("size"), int) or not isinstance(entry.get("mtime_ns"), int):
+            raise Refused(f"refusing the manifest {path}: {name} has no size or mtime_ns")
+    return manifest
+
+
+def send_files(writer, args, manifest, want):
+    """A tar stream of ``files/<path>`` for each wanted path, read from --root and checked against the manifest's
+    size before it is sent (the receiver proves the content)."""
+    root = os.path.realpath(args.root)
+    unknown = sorted(set(want) - set(manifest))
+    if unknown:
+        raise Refused(f"the peer asked for paths outside the manifest: {', '.join(unknown[:5])}")
+    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(want):
+            entry = manifest[path]
+            source = os.path.join(root, safe_path(path))
+            if not under(source, root) or not os.path.isfile(source) or os.path.islink(source):
+                raise Refused(f"{path}: not a plain file of {root} here")
+            if os.path.getsize(source) != entry["size"]:
+                raise Refused(f"{path}: {os.path.getsize(source)} bytes here, the manifest says {entry['size']}")
+            member = tarfile.TarInfo(f"files/{path}")
+            member.size, member.mode, member.mtime = entry["size"], 0o644, entry["mtime_ns"] // 10**9
+            with open(source, "rb") as handle:
+                tar.addfile(member, handle)
+
+
+def _write_file(tar, member, partial, entry, received):
+    if os.path.lexists(partial):
+        os.unlink(partial)  # whatever was there (a link included) is not written through
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    hasher = Hasher(entry["size"])
+    with tar.extractfile(member) as src, os.fdopen(fd, "wb") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+            hasher.update(chunk)
+            received[0] += len(chunk)
+    have = hasher.digests()["sha256"]
+    if have != entry["sha256"]:
+        os.unlink(partial)
+        raise Refused(f"refusing {member.name}: its sha256 is {have}, the manifest's {entry['sha256']}")
+    os.utime(partial, ns=(entry["mtime_ns"], entry["mtime_ns"]))
+
+
+def receive_files(args):
+    status = Status(args.status, "receive")
+    token = read_run_token(args.token_file)
+    if not os.path.isfile(args.manifest):
+        raise Refused(f"no manifest at {args.manifest}: the role writes the source node's manifest here first")
+    manifest = load_files_manifest(args.manifest)
+    root = os.path.realpath(args.root)
+    cache = HashCache(None)
+    targets = {}
+    for path in manifest:
+        target = os.path.join(root, safe_path(path))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not under(os.path.dirname(target), root):
+            raise Refused(f"{os.path.dirname(target)} leads outside {root}: remove the link and run again")
+        targets[path] = target
+    have = {
+        p
+        for p, e in manifest.items()
+        if not os.path.islink(targets[p]) and content_mismatch(targets[p], e, cache) is None
+    }
+    want = sorted(set(manifest) - have)
+    status.total = sum(e["size"] for e in manifest.values())
+    received = [0]
+    present = sum(manifest[p]["size"] for p in have)
+    status.done_fn = lambda: present + received[0]
+    status.run_reporter()
+    deadline = time.time() + min(args.timeout, 120)
+    local = (args.local_address, 0) if args.local_address else None
+    while True:
+        try:
+            conn = socket.create_connection((args.source, args.port), timeout=30, source_address=local)
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+    got = set()
+    partials = {p: targets[p] + ".gb10-incomplete" for p in want}
+    try:
+        with conn, conn.makefile("rb") as reader:
+            conn.settimeout(120)
+            client_handshake(conn, reader, token, want)
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                for member in tar:
+                    path = member.name[len("files/") :] if member.name.startswith("files/") else None
+                    if not member.isreg() or path not in partials or path in got:
+                        raise Refused(f"refusing {member.name}: not a file of the manifest this node asked for")
+                    if member.size != manifest[path]["size"]:
+                        raise Refused(
+                            f"refusing {member.name}: {member.size} bytes, the manifest's {manifest[path]['size']}"
+                        )
+                    _write_file(tar, member, partials[path], manifest[path], received)
+                    got.add(path)
+        missing = sorted(p for p in want if p not in got)
+        if missing:
+            raise Refused(f"the source sent no {', '.join(missing[:5])}: run the role again")
+    except BaseException:
+        for partial in partials.values():
+            if os.path.lexists(partial):
+                os.unlink(partial)
+        raise
+    last = set(args.commit_last or [])
+    for path in sorted(want, key=lambda p: (os.path.basename(p) in last, p)):
+        os.replace(partials[path], targets[path])
+    for path in sorted(have):
+        # Proven content whose mtime moved (touched, or copied by hand) would still make ninja rebuild.
+        if os.stat(targets[path]).st_mtime_ns != manifest[path]["mtime_ns"]:
+            os.utime(targets[path], ns=(manifest[path]["mtime_ns"], manifest[path]["mtime_ns"]))
+    status.write(final=True)
+    print(json.dumps({"received": len(want), "present": len(have), "bytes": received[0]}), flush=True)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["fetch", "serve", "receive"])
-    parser.add_argument("--repo", required=True)
-    parser.add_argument("--revision", required=True)
+    parser.add_argument("--layout", choices=["hf", "files"], default="hf")
+    parser.add_argument("--root", help="files layout: the folder the manifest's paths are under")
+    parser.add_argument("--commit-last", action="append", help="files layout: a file name renamed after the others")
+    parser.add_argument("--repo")
+    parser.add_argument("--revision")
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--status", required=True)
     parser.add_argument("--hash-cache", help="the role's hash cache (JSON), shared with weights_complete")
@@ -587,6 +728,10 @@ def main(argv=None):
     parser.add_argument("--peers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
+    if args.layout == "files" and (args.command == "fetch" or not args.root):
+        parser.error("--layout files is for serve and receive, with --root")
+    if args.layout == "hf" and not (args.repo and args.revision):
+        parser.error("--repo and --revision are required")
     try:
         return {"fetch": fetch, "serve": serve, "receive": receive}[args.command](args)
     except Exception as exc:
