@@ -18,6 +18,11 @@ echo "== flashinfer 0.6.18 (--no-deps --target /tmp/fi)"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fi "$WHEELS"/flashinfer_python-0.6.18-py3-none-any.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/fi
 H=/tmp/cudahome; rm -rf "$H"; cp -as "$real/." "$H/"
+# STRIP_NVRTC=1: the toolkit's own nvrtc left out of the tree (the shape of a toolkit installed without it, as on the
+# H200 host of issue 17), so nvrtc comes only from the wheel, where the fix has to find it.
+if [ "${STRIP_NVRTC:-0}" = 1 ]; then
+  find "$H/" \( -name 'libnvrtc*' -o -name 'nvrtc*.h' \) \( -type l -o -type f \) -print -delete | sed 's/^/stripped: /'
+fi
 echo "== unfixed: $TG --cuda-home $H --lib nvrtc"
 python3 "$TG" --cuda-home "$H" --lib nvrtc >"$OUT/unfixed.json" 2>"$OUT/unfixed.err"; echo "rc=$?"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("flags_source:", r["flags_source"]); print("check:", r["check"]["ok"], r["check"]["stage"]); print(r["check"]["output"]); print("found headers:", r["found"]["headers"][:3], "libraries:", r["found"]["libraries"])' "$OUT/unfixed.json"

@@ -13,6 +13,13 @@ def nvidia_lockstep_apt_failure(result, limit=800):
     return _lockstep.apt_failure_text(result.get("stdout"), result.get("stderr"), result.get("msg"), int(limit))
 
 
+def nvidia_lockstep_simulated_moves(stdout):
+    return _lockstep.simulated_moves(stdout if isinstance(stdout, str) else "")
+
+
 class FilterModule:
     def filters(self):
-        return {"nvidia_lockstep_apt_failure": nvidia_lockstep_apt_failure}
+        return {
+            "nvidia_lockstep_apt_failure": nvidia_lockstep_apt_failure,
+            "nvidia_lockstep_simulated_moves": nvidia_lockstep_simulated_moves,
+        }

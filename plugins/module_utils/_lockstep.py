@@ -399,3 +399,34 @@ def apt_failure_text(stdout, stderr, msg="", limit=800):
     errors = [line for line in (stderr or "").splitlines() if line.strip() and not _APT_NOISE.match(line)]
     text = "\n".join(out[first:] + errors).strip() or (msg or "").strip()
     return text[-limit:]
+
+
+# apt-get --simulate's transcript: "Inst name [installed] (target release [arch])", "Remv name [installed]".
+_SIMULATED = re.compile(
+    r"^(?P<action>Inst|Remv) (?P<package>\S+)(?: \[(?P<installed>[^\]]+)\])?(?: \((?P<target>\S+))?"
+)
+
+
+def simulated_moves(stdout):
+    """What ``apt-get install --simulate`` of the set would do: one {package, action, installed, target} per
+    ``Inst``/``Remv`` line (``installed`` None for a new package, ``target`` None for a removal); [] when the set is
+    in place.
+
+    apt-get honours a name=version given on its command line over every pin, as the install (run after the role
+    wrote the target's pins) does. The apt module's check mode adds its own 1001 pin for the version instead, which
+    ties with the 1001 pin of the set installed now: going back to an older set it answers "no available
+    installation candidate" for a version the repository publishes.
+    """
+    moves = []
+    for line in (stdout or "").splitlines():
+        match = _SIMULATED.match(line)
+        if match:
+            moves.append(
+                {
+                    "package": match["package"],
+                    "action": "remove" if match["action"] == "Remv" else "install",
+                    "installed": match["installed"],
+                    "target": match["target"],
+                }
+            )
+    return moves

@@ -33,11 +33,14 @@ def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play(
     assert prove["any_errors_fatal"] is True and "serial" not in prove
     roles = [t.get("ansible.builtin.include_role", {}).get("name") for t in prove["tasks"]]
     assert {"gb10.serving.serving_image", "gb10.serving.model_weights"} <= set(roles)
-    # The lockstep set was resolved at its pins in check mode by the preflight (roles/nvidia_lockstep/tasks/checks.yml).
+    # The lockstep set was resolved by the preflight with apt-get --simulate (roles/nvidia_lockstep/tasks/checks.yml),
+    # read-only even in check mode; what it would move decides the node's driver change.
     checks = yaml.safe_load((PLAYBOOKS.parent / "roles/nvidia_lockstep/tasks/checks.yml").read_text())
-    lockstep = next(t for t in checks if "name" in t.get("ansible.builtin.apt", {}))
-    assert lockstep["check_mode"] is True and lockstep["register"] == "__nvidia_lockstep_installable"
-    assert any("__nvidia_lockstep_installable is changed" in str(t) for t in prove["tasks"])
+    lockstep = next(t for t in checks if t["name"] == "Resolve the whole set at its pins")
+    argv = lockstep["ansible.builtin.command"]["argv"]
+    assert "'--simulate'" in argv and "'--allow-downgrades'" in argv, argv
+    assert lockstep["check_mode"] is False and lockstep["changed_when"] is False
+    assert any("__nvidia_lockstep_moves" in str(t) for t in prove["tasks"])
     assert serial["serial"] == 1 and serial["any_errors_fatal"] is True
     assert [role["role"] for role in serial["roles"]] == ["gb10.serving.upgrade_node"] and "tasks" not in serial
 

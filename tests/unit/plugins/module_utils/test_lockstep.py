@@ -323,3 +323,42 @@ def test_apt_failure_before_dpkg_ran_is_apt_stderr_else_msg():
     assert lockstep.apt_failure_text("Reading package lists...\n", DISAGREE + refused) == refused.strip()
     assert lockstep.apt_failure_text(None, None, "no package matching") == "no package matching"
     assert len(lockstep.apt_failure_text(APT_STDOUT, APT_STDERR, limit=50)) == 50
+
+
+def test_pitfall_rollback_to_an_older_set_is_seen_as_a_move():
+    """Found by the driver-change rolling upgrade back to set A: under set C's 1001 pins the apt module's check mode
+    answered "no available installation candidate" and the node was taken as already on its set."""
+    moves = lockstep.simulated_moves(fixture("apt_simulate_back_under_newer_pins.stdout"))
+    by_name = {move["package"]: move for move in moves}
+    assert len(moves) == 7
+    assert by_name["nvidia-driver-580-open"] == {
+        "package": "nvidia-driver-580-open",
+        "action": "install",
+        "installed": "580.150-0ubuntu0.24.04.1",
+        "target": "580.142-0ubuntu0.24.04.1",
+    }
+    assert by_name["linux-nvidia-hwe-24.04"]["installed"] is None
+    assert by_name["linux-nvidia-hwe-24.04"]["target"] == "6.17.0-1014.14"
+
+
+def test_set_in_place_moves_nothing():
+    assert lockstep.simulated_moves(fixture("apt_simulate_unchanged.stdout")) == []
+    assert lockstep.simulated_moves("") == []
+
+
+def test_removal_is_a_move():
+    line = "Remv linux-image-6.17.0-1015-nvidia [6.17.0-1015.15]"
+    assert lockstep.simulated_moves(line) == [
+        {"package": "linux-image-6.17.0-1015-nvidia", "action": "remove", "installed": "6.17.0-1015.15", "target": None}
+    ]
+
+
+def test_pitfall_unpublished_version_is_named_in_the_refusal():
+    result = {
+        "rc": 100,
+        "stdout": fixture("apt_simulate_unpublished.stdout"),
+        "stderr": fixture("apt_simulate_unpublished.stderr"),
+    }
+    text = lockstep.apt_failure_text(result["stdout"], result["stderr"])
+    assert text == "E: Version '580.999-0ubuntu0.24.04.1' for 'nvidia-driver-580-open' was not found"
+    assert lockstep.simulated_moves(result["stdout"]) == []
