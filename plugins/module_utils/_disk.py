@@ -1,10 +1,15 @@
-"""Free disk for the model weights: which mount holds the cache, and whether what is missing fits there."""
+"""Free disk for the model weights: which mount holds the cache, and whether what is missing fits there.
+
+The rule and its message are _weights.disk_shortfall's, which the transfer script applies again in its container
+right before it writes (GIB is re-exported here for the callers of this module)."""
 
 from __future__ import annotations
 
 import posixpath
 
-GIB = 1024**3
+from ansible_collections.gb10.serving.plugins.module_utils._weights import GIB, disk_shortfall
+
+__all__ = ["GIB", "mount_for", "weights_disk_problems"]
 
 
 def mount_for(path, mounts):
@@ -25,13 +30,7 @@ def weights_disk_problems(node, cache_dir, mounts, total_bytes, present_bytes, r
     missing = max(int(total_bytes) - int(present_bytes), 0)
     if mount is None:
         return [f"{node}: no mount holds {cache_dir} in the node's facts, so its free space is unknown"]
-    free = int(mount.get("size_available", 0))
-    need = missing + int(float(reserve_gib) * GIB)
-    if missing == 0 or free >= need:
-        return []
-    return [
-        f"{node}: {cache_dir} (on {mount['mount']}) has {free / GIB:.1f} GiB free, the weights still need "
-        f"{missing / GIB:.1f} GiB plus the {float(reserve_gib):g} GiB reserve = {need / GIB:.1f} GiB. Fix: free "
-        f"{(need - free) / GIB:.1f} GiB there, move the cache (gb10_hf_cache_dir) to a larger disk, or lower "
-        "model_weights_disk_reserve_gib"
-    ]
+    problem = disk_shortfall(
+        f"{node}: {cache_dir} (on {mount['mount']})", int(mount.get("size_available", 0)), missing, reserve_gib
+    )
+    return [problem] if problem else []

@@ -8,6 +8,9 @@
            peer addresses only, after both ends proved the run's token
   receive  on another node: take the blobs it lacks, each proven by content as it lands, and link them into the
            snapshot; only the paths of the manifest the role wrote here, only the Hugging Face layout's links
+  prune    once the pinned revision serves: delete the model's superseded revisions with huggingface_hub's own
+           cache API (scan_cache_dir, delete_revisions, execute: a blob a kept revision links stays), never the
+           served one or one a running container has mounted (--in-use); --dry-run only says what would go
 
 serve and receive with ``--layout files --root <folder>`` move plain files instead (the flashinfer_jit role's
 prebuilt module: its cache folder's files): the manifest maps a path under the folder to its size, sha256 and
@@ -25,12 +28,14 @@ nonce. Progress goes to --status (JSON: phase, bytes_done, bytes_total, error, t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import sys
@@ -49,18 +54,21 @@ from _weights import (
     Hasher,
     cache_key,
     cached_digests,
+    disk_shortfall,
     dump_hash_cache,
     expected_digests,
     hash_file,
     load_hash_cache,
     manifest_from_tree,
     remember,
+    superseded_revisions,
     tree_entries,
 )
 from _weights import repo_folder as _repo_folder
 
 CACHE = os.environ.get("GB10_HF_HUB_CACHE", "/root/.cache/huggingface/hub")
 LINE_LIMIT = 16 << 20  # a handshake line (the list of wanted paths) longer than this is refused
+PRUNE_MARK = "GB10-PRUNE "  # the prune's one result line (the role reads it from the container's output)
 
 
 class Refused(Exception):
@@ -150,6 +158,33 @@ def blob_bytes(folder, manifest):
             except OSError:  # absent, or the partial file was renamed to its blob between two looks
                 continue
     return total
+
+
+def missing_bytes(folder, manifest):
+    """Bytes the fetch still has to write: each blob of the manifest not in ``blobs/`` yet, less its partial file.
+
+    A blob another revision of the model already brought is there (the same name, the same content), so an upgrade
+    that changes a few files needs room for those files only."""
+    missing = 0
+    for entry in {e["blob"]: e for e in manifest.values()}.values():
+        blob = os.path.join(folder, "blobs", entry["blob"])
+        if os.path.lexists(blob):
+            continue
+        partial = blob + ".incomplete"
+        have = os.path.getsize(partial) if os.path.isfile(partial) and not os.path.islink(partial) else 0
+        missing += entry["size"] - have if have <= entry["size"] else entry["size"]
+    return missing
+
+
+def no_room(args, missing):
+    """Why ``missing`` bytes do not fit on the cache's disk with ``--reserve-gib`` kept free (None when they fit, or
+    without --reserve-gib): measured here, right before writing, whatever ran since the role's preflight took."""
+    if args.reserve_gib is None:
+        return None
+    where, probe = args.host_cache_dir or os.path.dirname(CACHE), CACHE
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:  # hub/ is made by the first fetch
+        probe = os.path.dirname(probe)
+    return disk_shortfall(where, shutil.disk_usage(probe).free, missing, args.reserve_gib)
 
 
 class HashCache:
@@ -277,8 +312,14 @@ def fetch(args):
         safe_path(path)
     folder = repo_folder(args.repo)
     os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
-    cache = HashCache(args.hash_cache)
     status.total = sum(e["size"] for e in manifest.values())
+    short = no_room(args, missing_bytes(folder, manifest))
+    if short:
+        status.error = short
+        status.write(final=True)
+        print(short, file=sys.stderr)
+        return 6
+    cache = HashCache(args.hash_cache)
     status.done_fn = lambda: blob_bytes(folder, manifest)
     status.run_reporter()
     headers = build_hf_headers(token=token)
@@ -492,8 +533,6 @@ def receive(args):
     # Checked before anything is made: realpath resolves the links of the part that exists.
     if not under(blobs, folder) or not under(snapshot, folder):
         raise Refused(f"{blobs} or {snapshot} leads outside {folder}: remove the link and run again")
-    os.makedirs(blobs, exist_ok=True)
-    os.makedirs(snapshot, exist_ok=True)
     cache = HashCache(args.hash_cache)
     have = {p for p, e in manifest.items() if content_mismatch(os.path.join(snapshot, p), e, cache) is None}
     # A proven blob whose snapshot link went is linked again here, not copied again.
@@ -505,6 +544,12 @@ def receive(args):
     have |= relink
     want = sorted(set(manifest) - have)
     wanted_blobs = {manifest[p]["blob"]: manifest[p] for p in want}
+    # Every wanted blob is written whole (a blob here that is not proven is replaced): measured before anything is.
+    short = no_room(args, sum(e["size"] for e in wanted_blobs.values()))
+    if short:
+        raise Refused(short)
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(snapshot, exist_ok=True)
     links = {f"snapshots/{args.revision}/{p}": (p, hf_link(p, e["blob"])) for p, e in manifest.items()}
     status.total = sum(e["size"] for e in manifest.values())
     received = [0]
@@ -704,9 +749,73 @@ def receive_files(args):
     return 0
 
 
+def _load_served(path):
+    """{repo: {commit: epoch}}: when the prune last saw each revision served (its own record, in the state folder)."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def prune(args):
+    """Delete the superseded revisions of ``--repo`` (``superseded_revisions`` decides) with huggingface_hub's own
+    cache API, which keeps every blob a kept revision still links and drops the refs of what it deletes; print one
+    ``GB10-PRUNE {json}`` line: what stays and why, what went (or would go), the bytes freed."""
+    from huggingface_hub import scan_cache_dir
+
+    result = {"repo": args.repo, "serving": args.revision, "keep": args.keep, "dry_run": args.dry_run}
+    result.update(kept=[], pruned=[], why={}, freed_bytes=0, refs={}, warnings=[])
+    folder = repo_folder(args.repo)
+    if not os.path.isdir(os.path.join(folder, "snapshots")):
+        print(PRUNE_MARK + json.dumps(result), flush=True)
+        return 0
+    info = scan_cache_dir(CACHE)
+    repo = next((r for r in info.repos if r.repo_type == "model" and r.repo_id == args.repo), None)
+    # A repo the scan found corrupted (a snapshot link to a missing blob, a ref to a missing snapshot) is left out of
+    # info.repos: refused with the scan's words, not read as "nothing to delete".
+    mine = [str(w) for w in info.warnings if os.path.basename(folder) in str(w)]
+    if repo is None:
+        raise Refused(
+            f"huggingface_hub's scan of {CACHE} does not read {args.repo}: {'; '.join(mine) or 'not found'}. "
+            "Nothing was deleted: run the model_weights role (it repairs the serving revision) and look at the rest"
+        )
+    result["warnings"] = mine
+    revisions = {
+        rev.commit_hash: {"refs": sorted(rev.refs), "last_modified": rev.last_modified, "size": rev.size_on_disk}
+        for rev in repo.revisions
+    }
+    record = _load_served(args.record) if args.record else {}
+    served = dict(record.get(args.repo) or {})
+    if not args.dry_run:
+        served[args.revision] = time.time()  # it serves now: the next prune ranks it as the last served
+    decision = superseded_revisions(revisions, args.revision, args.keep, args.in_use or [], served)
+    result.update(kept=decision["keep"], pruned=decision["prune"], why=decision["why"])
+    result["refs"] = {commit: revisions[commit]["refs"] for commit in revisions if revisions[commit]["refs"]}
+    if decision["prune"]:
+        strategy = info.delete_revisions(*decision["prune"])
+        result["freed_bytes"] = int(strategy.expected_freed_size)
+        if not args.dry_run:
+            strategy.execute()
+            for commit in decision["prune"]:  # the role's manifest of a deleted revision: a refetch writes it again
+                name = f"{args.repo.replace('/', '--')}@{commit}.json"
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(os.path.dirname(args.manifest), name))
+    if args.record and not args.dry_run:
+        record[args.repo] = {c: t for c, t in served.items() if c in decision["keep"]}
+        tmp = args.record + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(record, handle, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, args.record)
+    print(PRUNE_MARK + json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["fetch", "serve", "receive"])
+    parser.add_argument("command", choices=["fetch", "serve", "receive", "prune"])
     parser.add_argument("--layout", choices=["hf", "files"], default="hf")
     parser.add_argument("--root", help="files layout: the folder the manifest's paths are under")
     parser.add_argument("--commit-last", action="append", help="files layout: a file name renamed after the others")
@@ -727,13 +836,20 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=18741)
     parser.add_argument("--peers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--reserve-gib", type=float, help="fetch, receive: GiB kept free beyond what is written")
+    parser.add_argument("--host-cache-dir", help="the node's path of the mounted cache, for messages")
+    parser.add_argument("--keep", type=int, default=1, help="prune: revisions kept, the served one included")
+    parser.add_argument("--in-use", action="append", help="prune: a commit a running container has mounted (repeat)")
+    parser.add_argument("--dry-run", action="store_true", help="prune: say what would go, delete nothing")
+    parser.add_argument("--record", help="prune: its JSON record of when each revision was last seen served")
     args = parser.parse_args(argv)
-    if args.layout == "files" and (args.command == "fetch" or not args.root):
+    if args.layout == "files" and (args.command in ("fetch", "prune") or not args.root):
         parser.error("--layout files is for serve and receive, with --root")
     if args.layout == "hf" and not (args.repo and args.revision):
         parser.error("--repo and --revision are required")
     try:
-        return {"fetch": fetch, "serve": serve, "receive": receive}[args.command](args)
+        commands = {"fetch": fetch, "serve": serve, "receive": receive, "prune": prune}
+        return commands[args.command](args)
     except Exception as exc:
         status = Status(args.status, args.command)
         status.error = f"{exc}" if isinstance(exc, Refused) else f"{type(exc).__name__}: {exc}"

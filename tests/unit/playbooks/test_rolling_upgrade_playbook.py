@@ -183,3 +183,75 @@ def test_the_serial_play_hands_the_role_every_required_option_and_keeps_the_publ
         assert per_node["roles"][0][f"upgrade_node_{setting}"] == f"{{{{ rolling_upgrade_{setting} }}}}"
     for setting in ("toolcall_cases_file", "toolcall_threshold", "toolcall_margin"):
         assert f"rolling_upgrade_{setting} | default(" in per_node["roles"][0][f"upgrade_node_{setting}"]
+
+
+ROLES = PLAYBOOKS.parent / "roles"
+
+
+def test_pitfall_disk_fills_free_space_is_checked_on_every_node_before_any_change_and_again_before_the_fetch():
+    # Before any node changes: preflight.yml runs node_preflight on every node (any_errors_fatal), which runs
+    # model_weights' checks (the disk among them) for the target revision the plan just resolved.
+    preflight = load("preflight.yml")
+    assert preflight[1]["hosts"] == "gb10_nodes" and preflight[1]["any_errors_fatal"] is True
+    defaults = yaml.safe_load((ROLES / "node_preflight/defaults/main.yml").read_text())
+    assert "model_weights" in defaults["node_preflight_roles"]
+    checks = (ROLES / "model_weights/tasks/checks.yml").read_text()
+    assert "gb10.serving.weights_disk_problems(inventory_hostname" in checks
+    # The role's own preflight asserts those problems before it fetches (reusing node_preflight's results).
+    preflight_tasks = yaml.safe_load((ROLES / "model_weights/tasks/preflight.yml").read_text())
+    assert preflight_tasks[1]["ansible.builtin.assert"]["that"] == "__model_weights_problems | length == 0"
+    # The rolling upgrade's preflight is its first play; the fetch is in the play that proves the target, before the
+    # serial play stops any node.
+    plays = load("rolling_upgrade.yml")
+    assert plays[0]["ansible.builtin.import_playbook"] == "preflight.yml"
+    assert "gb10.serving.model_weights" in [
+        t.get("ansible.builtin.include_role", {}).get("name") for t in plays[2]["tasks"]
+    ]
+    # Right before writing, the fetch and the receiver measure the disk again in their container (the image pulled
+    # or built since may have taken the room): every container the role starts gets the reserve.
+    role_vars = yaml.safe_load((ROLES / "model_weights/vars/main.yml").read_text())
+    assert "--reserve-gib={{ model_weights_disk_reserve_gib }}" in role_vars["_model_weights_container_args"]
+    fetch = (ROLES / "model_weights/tasks/fetch.yml").read_text()
+    assert fetch.count("_model_weights_container_args") == 3  # fetch, serve, receive
+
+
+def _prune_tasks(play):
+    return [
+        t
+        for t in play.get("tasks", [])
+        for call in (t.get("ansible.builtin.include_role") or t.get("ansible.builtin.import_role") or {},)
+        if call.get("name") == "gb10.serving.model_weights" and call.get("tasks_from") == "prune"
+    ]
+
+
+def test_pitfall_superseded_revisions_fill_the_disk_pruned_only_after_every_node_serves_the_target():
+    plays = load("rolling_upgrade.yml")
+    serial = next(i for i, p in enumerate(plays) if p.get("serial") == 1)
+    pruning = [i for i, p in enumerate(plays) if _prune_tasks(p)]
+    # Once, after the serial play (which stops the run at the first failed node), never inside it.
+    assert len(pruning) == 1 and pruning[0] > serial, pruning
+    assert not _prune_tasks(plays[serial]) and "prune" not in (ROLES / "upgrade_node/tasks/apply.yml").read_text()
+    assert plays[serial]["any_errors_fatal"] is True
+    play = plays[pruning[0]]
+    assert play["hosts"] == "gb10_nodes"
+    (task,) = _prune_tasks(play)
+    # Not where a node of the site took no part in the run (--limit): it may still serve the old revision.
+    assert task["when"] == "groups['gb10_nodes'] | difference(ansible_play_hosts) | length == 0"
+    assert task["ansible.builtin.include_role"]["apply"]["tags"] == ["model_weights", "model_weights_prune"]
+
+
+def test_site_prunes_after_the_serving_units_are_up():
+    plays = yaml.safe_load((PLAYBOOKS.parent / "site.yml").read_text())
+    units = next(i for i, p in enumerate(plays) if p.get("name") == "Serving units")
+    pruning = [i for i, p in enumerate(plays) if _prune_tasks(p)]
+    assert len(pruning) == 1 and pruning[0] > units and pruning[0] == len(plays) - 1
+    (task,) = _prune_tasks(plays[pruning[0]])
+    assert task["tags"] == ["model_weights", "model_weights_prune"]
+
+
+def test_the_simulation_keeps_both_revisions_so_the_served_site_suite_never_refetches():
+    # tests/integration/serving upgrades back and forth between the hub's two revisions.
+    sim = yaml.safe_load((PLAYBOOKS.parent / "inventories/sim/group_vars/all/sim.yml").read_text())
+    assert sim["model_weights_keep_revisions"] == 2
+    role = yaml.safe_load((ROLES / "model_weights/defaults/main.yml").read_text())
+    assert role["model_weights_keep_revisions"] == 1

@@ -345,3 +345,15 @@ def test_a_local_link_out_of_the_model_folder_is_refused_before_anything_is_made
     rc, out = finish(receive(target, free_port()))
     assert rc != 0 and "leads outside" in out
     assert list(victim.iterdir()) == []
+
+
+def test_pitfall_disk_filled_after_the_preflight_the_receiver_refuses_before_it_connects(ends):
+    # No source listens on the port: the receiver measures its disk before it connects, and refuses what does not
+    # fit with the reserve (a petabyte here) without waiting for a source or writing anything.
+    _source, target = ends
+    rc, out = finish(receive(target, free_port(), "--reserve-gib=1048576", "--host-cache-dir=/var/lib/gb10/hf-cache"))
+    assert rc == 5, out
+    assert "/var/lib/gb10/hf-cache has" in out and "plus the 1.04858e+06 GiB reserve" in out
+    status = json.loads((target / "state" / "status-receive.json").read_text())
+    assert status["finished"] and "GiB free" in status["error"]
+    assert not (target / "hub").exists()

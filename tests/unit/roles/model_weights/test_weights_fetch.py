@@ -103,7 +103,7 @@ def hub(tmp_path, monkeypatch):
     return hub
 
 
-def fetch(tmp_path, capsys):
+def fetch(tmp_path, capsys, *extra):
     argv = [
         "fetch",
         "--repo=org/m",
@@ -112,6 +112,7 @@ def fetch(tmp_path, capsys):
         f"--manifest={tmp_path / 'manifest.json'}",
         f"--status={tmp_path / 'status.json'}",
         f"--hash-cache={tmp_path / 'hashes.json'}",
+        *extra,
     ]
     rc = transfer.main(argv)
     return rc, capsys.readouterr().out, json.loads((tmp_path / "status.json").read_text())
@@ -174,3 +175,44 @@ def test_content_that_never_matches_fails_naming_the_file(hub, tmp_path, capsys)
     assert rc == 4
     assert status["error"].startswith(f"{SHARD}: 5 attempts failed")
     assert not blob(tmp_path, SHARD).exists()
+
+
+def free_space(monkeypatch, free):
+    monkeypatch.setattr(transfer.shutil, "disk_usage", lambda _path: SimpleNamespace(total=free, used=0, free=free))
+
+
+def test_pitfall_disk_filled_after_the_preflight_the_fetch_measures_again_before_it_writes(
+    hub, tmp_path, monkeypatch, capsys
+):
+    # The preflight found room; the image pull and the driver packages that ran since took it. The fetch measures
+    # the cache's disk itself, right before it writes, and writes nothing.
+    free_space(monkeypatch, 1024)
+    rc, _out, status = fetch(tmp_path, capsys, "--reserve-gib=0.5", "--host-cache-dir=/var/lib/gb10/hf-cache")
+    assert rc == 6
+    assert status["finished"] and status["error"].startswith("/var/lib/gb10/hf-cache has 0.0 GiB free")
+    assert "plus the 0.5 GiB reserve" in status["error"] and "model_weights_disk_reserve_gib" in status["error"]
+    assert hub.ranges == []
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_blobs_another_revision_brought_need_no_room(hub, tmp_path, monkeypatch, capsys):
+    # An upgrade that changes config.json only: the shard's blob is there already (shared with the old revision),
+    # so the fetch needs room for config.json and the index, not for the whole snapshot.
+    path = blob(tmp_path, SHARD)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(FILES[SHARD])
+    needed = len(FILES["config.json"]) + len(FILES["model.safetensors.index.json"])
+    free_space(monkeypatch, needed)
+    rc, _out, status = fetch(tmp_path, capsys, "--reserve-gib=0")
+    assert rc == 0, status
+    assert SHARD not in [path for path, _start in hub.ranges]
+
+
+def test_a_partial_file_counts_as_written(tmp_path):
+    folder = tmp_path / "models--org--m"
+    (folder / "blobs").mkdir(parents=True)
+    manifest = _weights.manifest_from_tree(
+        [{"type": "file", "path": SHARD, "size": len(FILES[SHARD]), "lfs": {"oid": sha256(FILES[SHARD])}}]
+    )
+    (folder / "blobs" / (sha256(FILES[SHARD]) + ".incomplete")).write_bytes(FILES[SHARD][:1000])
+    assert transfer.missing_bytes(str(folder), manifest) == len(FILES[SHARD]) - 1000

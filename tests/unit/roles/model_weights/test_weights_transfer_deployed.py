@@ -45,4 +45,4 @@ def test_the_deployed_script_imports_the_collections_rules_from_its_own_folder(t
     shutil.copy2(WEIGHTS, state / "_weights.py")
     done = run_help(state, elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "{fetch,serve,receive}" in done.stdout
+    assert "{fetch,serve,receive,prune}" in done.stdout
