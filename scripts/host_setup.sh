@@ -4,6 +4,7 @@
 #   ninja (ninja-build) and gcc: the FlashInfer stand-in's unit tests compile real units; g++: the toolchain-gap tests
 #   link a C++ unit with FlashInfer's link driver (c++); make;
 #   haproxy: the proxy role's unit tests run Debian's HAProxy 2.6 on its rendered configuration;
+#   openssl: sim/tls.py makes the simulation's CA and the proxy's certificate, the proxy role's TLS checks read PEMs;
 #   the shellcheck package: ansible-test sanity's shellcheck test (scripts/sanity.sh refuses to let it be skipped);
 #   and a Docker engine that answers `docker info` (started with systemctl, else dockerd in the background).
 # As root on Debian or Ubuntu what is missing is installed (apt-get update runs only then); elsewhere (not root, or
@@ -67,7 +68,8 @@ packages() {
   local missing=() what=() pair
   add() { [[ " ${missing[*]} " == *" $2 "* ]] || missing+=("$2"); what+=("$1 ($2)"); }
   for pair in docker:docker.io debootstrap:debootstrap equivs-build:equivs dpkg-scanpackages:dpkg-dev \
-    ninja:ninja-build gcc:gcc c++:g++ make:make shellcheck:shellcheck haproxy:haproxy; do
+    ninja:ninja-build gcc:gcc c++:g++ make:make shellcheck:shellcheck haproxy:haproxy \
+    openssl:openssl; do
     have "${pair%%:*}" || add "${pair%%:*}" "${pair#*:}"
   done
   # An engine that already answers (another host's, a rootless one) needs no dockerd here.

@@ -8,12 +8,16 @@ vip=$(docker exec "$SIM_PREFIX-$(node_name 1)" sed -n 's#^ *\([0-9.]*\)/[0-9]* d
 PROXY="${vip:-$(node_ip 1)}:8080"
 # The simulation's API key (not a secret: inventories/sim/group_vars/all/security.yml); the proxy wants it on /v1.
 key=$(sed -n 's/^gb10_api_key: *//p' "$(dirname "$0")/../inventories/sim/group_vars/all/security.yml")
+# The proxy speaks TLS only, with a certificate of the simulation's CA (sim/tls.py): curl verifies it against that CA,
+# given on stdin, as every client of the simulation does.
+ca="$SIM_TLS_DIR/ca.pem"
+[ -f "$ca" ] || die "no $ca: sim/up.sh makes the simulation's CA (make sim-up), then converge (make sim-converge)"
 client="$SIM_PREFIX-$(node_name "$SIM_NODES")"
 for _ in 1 2 3 4 5 6; do
-  docker exec "$client" curl -sf -m 120 -o /dev/null "http://$PROXY/v1/chat/completions" \
+  docker exec -i "$client" curl -sf -m 120 --cacert /dev/stdin -o /dev/null "https://$PROXY/v1/chat/completions" \
     -H 'Content-Type: application/json' -H "Authorization: Bearer $key" \
-    -d '{"model":"tiny-moe","messages":[{"role":"user","content":"hello"}],"max_tokens":16}' \
-    || die "a request through the proxy at $PROXY failed"
+    -d '{"model":"tiny-moe","messages":[{"role":"user","content":"hello"}],"max_tokens":16}' <"$ca" \
+    || die "a request through the proxy at https://$PROXY failed"
 done
 total_requests=0 total_tokens=0
 printf '\n%-8s %-16s %10s %18s\n' node replica requests generated-tokens
@@ -28,7 +32,8 @@ printf '%-8s %-16s %10s %18s\n' all "(summed)" "$total_requests" "$total_tokens"
 cat <<MSG
 
 The simulation is serving ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registry at $SIM_REGISTRY_IP:5000):
-  the model, through the proxy:  docker exec $client curl -s -H 'Authorization: Bearer $key' http://$PROXY/v1/models
+  the model, through the proxy:  docker exec -i $client curl -s --cacert /dev/stdin -H 'Authorization: Bearer $key' https://$PROXY/v1/models <$ca
+  from this machine:             curl --cacert $ca -H 'Authorization: Bearer $key' https://$PROXY/v1/models
 $(for i in $(seq 1 "$SIM_NODES"); do printf '  %-8s %-11s docker exec -it %s-%s bash\n' "$(node_name "$i")" "$(node_ip "$i")" "$SIM_PREFIX" "$(node_name "$i")"; done)
   a node's own engine:  docker exec $SIM_PREFIX-spark-1 docker ps
   earlyoom's own log:   docker exec $SIM_PREFIX-spark-1 journalctl -u earlyoom --no-pager

@@ -5,6 +5,12 @@
 source "$(dirname "$0")/lib/common.sh"
 require_docker
 
+# The proxy speaks TLS (inventories/sim/group_vars/all/tls.yml): the simulation's CA and this subnet's certificate,
+# naming the floating address and every node's, made on the controller with openssl; kept while valid.
+command -v openssl >/dev/null 2>&1 || die "openssl is missing on this machine: apt-get install openssl"
+python3 "$SIM_ROOT/tls.py" --dir "$SIM_TLS_DIR" --subnet-base "$SIM_SUBNET_BASE" --nodes "$SIM_NODES" \
+  || die "the simulation's TLS material could not be made in $SIM_TLS_DIR (sim/tls.py, above)"
+
 if ! docker network inspect "$SIM_NETWORK" >/dev/null 2>&1; then
   # Fixed addresses (registry .5, hub .6, floating proxy address .10, nodes .11 up) live in the lower half; Docker
   # hands out addresses of its own only from the upper half, so it never gives the floating address to a container.

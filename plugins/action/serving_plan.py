@@ -28,14 +28,26 @@ class ActionModule(ActionBase):
 
     def _api(self, groups, hostvars):
         """The first proxy's public frontend as the proxy role will render it (its defaults where the inventory sets
-        nothing); only whether gb10_api_key is set leaves here, never the key. None without a gb10_proxy group."""
+        nothing) and what its clients need to reach it (the host they use, the CA they verify with; the plan derives
+        the URL); only whether gb10_api_key is set leaves here, never the key. None without a gb10_proxy group."""
         proxies = list(groups.get("gb10_proxy") or [])
         if not proxies:
             return None
         hvars = hostvars.get(proxies[0]) or {}
         wanted = {
             key: hvars.get(key)
-            for key in ("gb10_api_key", "proxy_anonymous", "proxy_bind_address", "proxy_port", "proxy_tls_cert")
+            for key in (
+                "gb10_api_key",
+                "proxy_anonymous",
+                "proxy_bind_address",
+                "proxy_port",
+                "proxy_tls_cert",
+                "proxy_tls_cert_src",
+                "proxy_tls_ca",
+                "proxy_client_host",
+                "proxy_vip_address",
+                "gb10_fabric_address",
+            )
         }
         given = self._templar.template(wanted)
         anonymous = given["proxy_anonymous"]
@@ -44,7 +56,11 @@ class ActionModule(ActionBase):
             "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
             "bind": given["proxy_bind_address"] or "*",
             "port": given["proxy_port"] or 8080,
-            "tls": bool(given["proxy_tls_cert"]),
+            "tls": bool(given["proxy_tls_cert"] or given["proxy_tls_cert_src"]),
+            "ca": given["proxy_tls_ca"] or "",
+            "client_host": given["proxy_client_host"] or "",
+            "vip_address": given["proxy_vip_address"] or "",
+            "fabric_address": given["gb10_fabric_address"] or "",
         }
 
     def run(self, tmp=None, task_vars=None):

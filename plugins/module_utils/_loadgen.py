@@ -18,7 +18,7 @@ import urllib.error
 
 from ansible.module_utils.urls import Request, make_context
 
-_TLS = []  # the one TLS context of every request, built once: loading the CA store takes ~60 ms
+_TLS = {}  # one TLS context per CA file ("" the system store), built once each: loading a CA store takes ~60 ms
 _TLS_LOCK = threading.Lock()
 
 
@@ -29,16 +29,20 @@ def filler_prompt(tokens):
     return f"{body}\nSummarise the list above in one sentence."
 
 
-def _request():
+def _request(ca_path=""):
     """An ansible.module_utils.urls Request that sends what a plain urllib opener sends: no ~/.netrc credentials,
-    no gzip decoding (a stream stays a stream), certificates verified against the system CA store.
+    no gzip decoding (a stream stays a stream), certificates and host names always verified: against ``ca_path``
+    (a PEM of CA certificates: the proxy's proxy_tls_ca, the plan's api.ca) where given, else the system CA store.
 
     open_url would build a TLS context (~60 ms of CPU) on every call, inside the timed window and under the GIL of
-    every worker; the context is built once here, and callers take the Request before they start the clock."""
+    every worker; the context is built once per CA file here, and callers take the Request before they start the
+    clock."""
+    key = str(ca_path or "")
     with _TLS_LOCK:
-        if not _TLS:
-            _TLS.append(make_context(validate_certs=True))
-    return Request(use_netrc=False, decompress=False, context=_TLS[0])
+        if key not in _TLS:
+            _TLS[key] = make_context(cafile=key or None, validate_certs=True)
+        context = _TLS[key]
+    return Request(use_netrc=False, decompress=False, context=context)
 
 
 def api_headers(api_key=""):
@@ -61,11 +65,13 @@ def _post(request, url, body, timeout, api_key=""):
     )
 
 
-def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False, api_key=""):
+def one_request(
+    url, model, prompt, max_tokens, timeout, clock=time.monotonic, require_finish=False, api_key="", ca_path=""
+):
     """One streaming chat completion; returns a record with start / first_token / end / completion_tokens / ok.
 
     ``require_finish``: a stream that ends without a finish_reason was cut short (a replica died under it) and
-    fails the record."""
+    fails the record. ``ca_path``: the CA an https ``url`` is verified against (else the system store)."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -74,7 +80,7 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    request = _request()
+    request = _request(ca_path)
     record = {"start": clock(), "first_token": None, "end": None, "completion_tokens": 0, "ok": False, "error": ""}
     record["status"] = 0
     pieces, finish = 0, None
@@ -108,10 +114,10 @@ def one_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, r
     return record
 
 
-def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, api_key=""):
+def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic, api_key="", ca_path=""):
     """One non-streaming chat completion; a record with start / end / status / completion_tokens / ok / error."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens)}
-    request = _request()
+    request = _request(ca_path)
     record = {"start": clock(), "end": None, "status": 0, "completion_tokens": 0, "ok": False, "error": ""}
     try:
         with _post(request, url, body, timeout, api_key) as resp:
@@ -131,13 +137,23 @@ def plain_request(url, model, prompt, max_tokens, timeout, clock=time.monotonic,
 class Steady:
     """A steady stream of chat requests through one endpoint until stop(): ``concurrency`` workers, each sending
     plain and streaming requests in turn with ``pause_s`` between them. Every request carries ``timeout``; stop()
-    waits for the requests in flight and returns every record (``stream`` says which kind it was)."""
+    waits for the requests in flight and returns every record (``stream`` says which kind it was). ``ca_path``: the CA
+    an https ``url`` is verified against."""
 
     def __init__(
-        self, url, model, concurrency=2, max_tokens=8, timeout=120, pause_s=0.1, clock=time.monotonic, api_key=""
+        self,
+        url,
+        model,
+        concurrency=2,
+        max_tokens=8,
+        timeout=120,
+        pause_s=0.1,
+        clock=time.monotonic,
+        api_key="",
+        ca_path="",
     ):
         self.url, self.model, self.max_tokens, self.timeout = url, model, max_tokens, timeout
-        self.api_key = api_key
+        self.api_key, self.ca_path = api_key, ca_path
         self.concurrency, self.pause_s, self.clock = max(1, int(concurrency)), float(pause_s), clock
         self.records, self._lock, self._stop = [], threading.Lock(), threading.Event()
         self._threads = []
@@ -155,10 +171,18 @@ class Steady:
                     self.clock,
                     require_finish=True,
                     api_key=self.api_key,
+                    ca_path=self.ca_path,
                 )
             else:
                 rec = plain_request(
-                    self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock, self.api_key
+                    self.url,
+                    self.model,
+                    "Say hello.",
+                    self.max_tokens,
+                    self.timeout,
+                    self.clock,
+                    self.api_key,
+                    ca_path=self.ca_path,
                 )
             rec["stream"] = stream
             with self._lock:
@@ -185,7 +209,19 @@ def failures(records):
     return [r for r in records if not r.get("ok") or int(r.get("status") or 0) >= 500]
 
 
-def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline_s, clock=time.monotonic, api_key=""):
+def run(
+    url,
+    model,
+    concurrency,
+    requests,
+    prompt,
+    max_tokens,
+    timeout,
+    deadline_s,
+    clock=time.monotonic,
+    api_key="",
+    ca_path="",
+):
     """``requests`` requests with ``concurrency`` in flight, stopping new ones after ``deadline_s`` seconds."""
     records, lock = [], threading.Lock()
     remaining = [int(requests)]
@@ -197,7 +233,7 @@ def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline
                 if remaining[0] <= 0 or clock() >= stop_at:
                     return
                 remaining[0] -= 1
-            rec = one_request(url, model, prompt, max_tokens, timeout, clock, api_key=api_key)
+            rec = one_request(url, model, prompt, max_tokens, timeout, clock, api_key=api_key, ca_path=ca_path)
             with lock:
                 records.append(rec)
 
@@ -209,9 +245,9 @@ def run(url, model, concurrency, requests, prompt, max_tokens, timeout, deadline
     return records
 
 
-def warmup(url, model, max_tokens, timeout, clock=time.monotonic, api_key=""):
+def warmup(url, model, max_tokens, timeout, clock=time.monotonic, api_key="", ca_path=""):
     """The first request after a start, sent alone; its record is flagged and never counted."""
-    record = one_request(url, model, "Say hello.", max_tokens, timeout, clock, api_key=api_key)
+    record = one_request(url, model, "Say hello.", max_tokens, timeout, clock, api_key=api_key, ca_path=ca_path)
     record["warmup"] = True
     return record
 

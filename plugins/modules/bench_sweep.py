@@ -37,6 +37,13 @@ options:
     description: "The site's API key (gb10_api_key), sent as C(Authorization: Bearer <key>); empty: none."
     type: str
     default: ""
+  ca_path:
+    description:
+      - A PEM of CA certificates on the control machine that an https O(proxy_url) is verified against (the plan's
+        C(api.ca), the proxy role's C(proxy_tls_ca)); empty, the system's trust store.
+      - Certificates and host names are always verified.
+    type: path
+    default: ""
   concurrency:
     description: Concurrency levels.
     type: list
@@ -101,7 +108,8 @@ EXAMPLES = r"""
     replicas:
       - {name: spark-1, url: "http://10.77.0.11:8000"}
       - {name: spark-2, url: "http://10.77.0.12:8000"}
-    proxy_url: "http://10.77.0.11:8080"
+    proxy_url: "https://10.77.0.10:8080"
+    ca_path: /etc/gb10/site-ca.pem
     report_dir: /tmp/gb10-bench
   delegate_to: localhost
 """
@@ -151,7 +159,7 @@ def sweep(p):
     _bench.check_metrics_targets([r["url"].rstrip("/") for r in replicas], [proxy] if proxy else [])
     targets = [(r["name"], r["url"], [r]) for r in replicas] + ([("proxy", proxy, replicas)] if proxy else [])
     warmups = [
-        _loadgen.warmup(url, p["model"], 16, p["request_timeout"], api_key=p["api_key"])
+        _loadgen.warmup(url, p["model"], 16, p["request_timeout"], api_key=p["api_key"], ca_path=p["ca_path"])
         for _name, url, _counted in targets
     ]
     rows = []
@@ -171,6 +179,7 @@ def sweep(p):
                     p["request_timeout"],
                     p["run_deadline"],
                     api_key=p["api_key"],
+                    ca_path=p["ca_path"],
                 )
                 wall = time.monotonic() - started
                 after = _metrics(counted_replicas, 10)
@@ -192,6 +201,7 @@ def main():
             "replicas": {"type": "list", "elements": "dict", "required": True},
             "proxy_url": {"type": "str", "default": ""},
             "api_key": {"type": "str", "default": "", "no_log": True},
+            "ca_path": {"type": "path", "default": ""},
             "concurrency": {"type": "list", "elements": "int", "default": list(_bench.DEFAULT_CONCURRENCY)},
             "prompts": {"type": "dict", "default": {"short": 64, "long": 4096}},
             "weights": {"type": "dict", "default": {}},

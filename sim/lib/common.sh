@@ -15,6 +15,9 @@ SIM_CPU_SHARES="${SIM_CPU_SHARES:-}"
 SIM_BASE_IMAGE="${SIM_BASE_IMAGE:-gb10-sim-debian:bookworm}"
 SIM_NODE_IMAGE="${SIM_NODE_IMAGE:-gb10-sim-node:latest}"
 SIM_REGISTRY_IP="$SIM_SUBNET_BASE.5"
+# The simulation's CA (ca.pem) and, per subnet, the proxy's certificate and key (<base>/proxy.pem): sim/tls.py makes
+# them, inventories/sim reads them from GB10_SIM_TLS_DIR (the Makefile, molecule and the served-site suite export it).
+SIM_TLS_DIR="${GB10_SIM_TLS_DIR:-$SIM_BUILD/tls}"
 SIM_LABEL="gb10.sim=$SIM_PREFIX"
 # The Debian mirror this machine already uses (a user's laptop may set its own).
 SIM_MIRROR="${SIM_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}"

@@ -58,3 +58,21 @@ def run_task_file(tmp_path, tasks_file, variables, *, name, hostvars=None, args=
         check=False,
     )
     return done.returncode, done.stdout + done.stderr
+
+
+def run_role_tasks(tmp_path, role, tasks_from, variables, **kwargs):
+    """(returncode, stdout + stderr) of ``tasks_from`` of the collection's ``role`` run as the role runs it
+    (include_role: its defaults, its vars/main.yml, its files/ for lookups), with ``variables`` as play vars (above
+    the role's defaults, below its vars/main.yml, as an inventory's group_vars would be); else as run_task_file."""
+    tasks = tmp_path / f"{role}-{tasks_from}.yml"
+    tasks.write_text(
+        json.dumps(
+            [
+                {
+                    "name": f"{role} {tasks_from}",
+                    "ansible.builtin.include_role": {"name": f"gb10.serving.{role}", "tasks_from": tasks_from},
+                }
+            ]
+        )
+    )
+    return run_task_file(tmp_path, tasks, variables, **kwargs)

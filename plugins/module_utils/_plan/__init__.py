@@ -76,8 +76,10 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     "hf_cache_dir"}}``; fabric_cidr: the fabric subnet; ray_head / ray_workers: the tensor-parallel group.
     In tensor-parallel, ``group`` holds what vLLM runs every rank at (``tp.py``): the one share, the smallest
     rank's KV tokens, the tightest headroom and the heads; a per-node value on a Ray worker is refused.
-    api: the proxy's public frontend, ``{key_set, anonymous, bind, port, tls}`` (whether gb10_api_key is set, never
-    the key), printed and checked by ``rules_api.py``; None leaves it out.
+    api: the proxy's public frontend, ``{key_set, anonymous, bind, port, tls, ca, client_host, vip_address,
+    fabric_address}`` (whether gb10_api_key is set, never the key), printed and checked by ``rules_api.py``; the
+    result's ``api`` adds what clients use (``scheme``, ``url``, ``ca``: ``context.client_api``), which every client
+    of the collection reads (bench.yml, roles/proxy_vip); None leaves it out.
     """
     ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api)
     result = {
@@ -110,7 +112,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     # the hosts that run a vLLM the proxy fronts, sorted: every role and playbook reads this list
     result["serving_hosts"] = sorted(host for host, entry in ctx.entries.items() if entry["serves"])
     result["ray"] = ray_fence(ctx)
-    result["api"] = dict(api) if api is not None else None
+    result["api"] = dict(ctx.api) if ctx.api is not None else None
     # what the image gate holds the built image to (roles/serving_image), and the context ladder's rungs
     # (playbooks/context_ladder.yml): read here so that no role or playbook reads the profile itself
     result["critical_pins"] = dict(ctx.image.get("critical_pins") or {})

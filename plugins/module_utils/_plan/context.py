@@ -27,6 +27,39 @@ DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 DEFAULT_PORT = 8000
 
 
+# A bind address that names no one host: clients then reach the proxy at the address the plan picks.
+WILDCARD_BINDS = ("", "*", "0.0.0.0", "::", "[::]")
+
+
+def client_api(api):
+    """The proxy's public frontend as the plan states it (issue 18, item 2), once for every client of the collection.
+
+    ``api`` as the action plugin gives it: ``{key_set, anonymous, bind, port, tls, ca, client_host, vip_address,
+    fabric_address}``. Returns ``{key_set, anonymous, bind, port, tls}`` as given and what clients use: ``scheme``
+    (https when the frontend has a certificate), ``url`` (``scheme://host:port``; host: proxy_client_host, else the
+    floating address, else a bind address that names one host, else the first proxy's fabric address; "" when none is
+    known) and ``ca`` (proxy_tls_ca, the CA file on the control machine the clients verify with; "" for the system's
+    trust store, and always without TLS). None (no gb10_proxy group) stays None.
+    """
+    if api is None:
+        return None
+    view = {key: api[key] for key in ("key_set", "anonymous", "bind", "port", "tls") if key in api}
+    tls = bool(api.get("tls"))
+    scheme = "https" if tls else "http"
+    bind = str(api.get("bind") or "*").strip()
+    host = str(api.get("client_host") or api.get("vip_address") or "").strip()
+    if not host and bind not in WILDCARD_BINDS:
+        host = bind
+    host = host or str(api.get("fabric_address") or "").strip()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address in a URL
+    view["tls"] = tls
+    view["scheme"] = scheme
+    view["url"] = f"{scheme}://{host}:{api.get('port') or 8080}" if host else ""
+    view["ca"] = str(api.get("ca") or "") if tls else ""
+    return view
+
+
 def snapshot_dir(repo_id, revision):
     """``hub/models--<org>--<name>/snapshots/<revision>``: where huggingface_hub puts a pinned snapshot."""
     return "hub/models--{}/snapshots/{}".format(repo_id.replace("/", "--"), revision)
@@ -50,8 +83,9 @@ class Context:
         self, profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None
     ):
         self.profile_name = profile_name
-        # The proxy's public frontend (issue 18): {key_set, anonymous, bind, port, tls}; None when not known.
-        self.api = api
+        # The proxy's public frontend (issue 18) and how clients reach it: {key_set, anonymous, bind, port, tls, scheme,
+        # url, ca} (client_api); None when not known.
+        self.api = client_api(api)
         self.profiles = profiles or {}
         self.nodes = nodes or {}
         self.fabric_cidr = fabric_cidr

@@ -81,6 +81,19 @@ def api_line(api):
     return f"api: {where}, NO KEY SET (gb10_api_key empty)"
 
 
+def api_client_line(api):
+    """The plan's line on what the collection's clients use for the proxy: its URL, how its certificate is checked."""
+    if not api.get("url"):
+        return None
+    if not api.get("tls"):
+        how = "plain HTTP: no proxy_tls_cert"
+    elif api.get("ca"):
+        how = f"certificate verified against proxy_tls_ca {api['ca']}"
+    else:
+        how = "certificate verified against the system's trust store (no proxy_tls_ca)"
+    return f"api url: {api['url']} ({how})"
+
+
 def format_plan(result):
     """The plan as readable text: one block per node (argv, env, Ray, memory table), then the violations."""
     lines = [
@@ -92,6 +105,9 @@ def format_plan(result):
         lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
     if result.get("api"):
         lines.append(api_line(result["api"]))
+        client = api_client_line(result["api"])
+        if client:
+            lines.append(client)
     fence = result.get("ray")
     if fence:
         ports = fence["ports"]

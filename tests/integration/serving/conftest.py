@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -71,6 +72,8 @@ def _env():
         "SIM_NODES": str(len(NODES)),
         "GB10_SIM_IMAGES": os.environ.get("GB10_SIM_IMAGES", str(REPO / "sim" / "build" / "images.yml")),
         "GB10_SIM_WHEELHOUSE": os.environ.get("GB10_SIM_WHEELHOUSE", str(REPO / "sim" / "build" / "wheelhouse")),
+        # The simulation's CA and per-subnet proxy certificate (sim/tls.py, made by sim/up.sh; inventories/sim).
+        "GB10_SIM_TLS_DIR": os.environ.get("GB10_SIM_TLS_DIR", str(REPO / "sim" / "build" / "tls")),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
@@ -134,7 +137,22 @@ class ServedSim:
 
     @property
     def proxy_url(self):
-        return f"http://{self.node_ip(NODES[0])}:8080"
+        """The proxy on the first node, as a client reaches it: TLS only, with the simulation's certificate."""
+        return self.proxy_at(self.node_ip(NODES[0]))
+
+    def proxy_at(self, address):
+        """The proxy's public frontend at ``address`` (a node's or the floating one; the certificate names both)."""
+        return f"https://{address}:8080"
+
+    @property
+    def proxy_ca(self):
+        """The simulation's CA (sim/tls.py; the inventory's proxy_tls_ca): what every client here verifies with."""
+        return Path(self.env["GB10_SIM_TLS_DIR"]) / "ca.pem"
+
+    @property
+    def tls(self):
+        """A client TLS context trusting the simulation's CA only, host names checked (urllib's ``context=``)."""
+        return ssl.create_default_context(cafile=str(self.proxy_ca))
 
     def replica_url(self, node):
         return f"http://{self.node_ip(node)}:8000"
@@ -261,7 +279,8 @@ class ServedSim:
         request = urllib.request.Request(
             f"{url or self.proxy_url}/v1/chat/completions", data=body, headers=api_headers()
         )
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
+        # The context matters for the proxy's https only (a replica's own port is plain HTTP on the fabric).
+        with urllib.request.urlopen(request, timeout=timeout, context=self.tls) as answer:
             return json.loads(answer.read())
 
 
@@ -276,6 +295,12 @@ def served_sim():
         sim.script("sim/hub/up.sh")
         sim.script("sim/publish_image.sh")
         sim.playbook("site.yml")
+    elif not (Path(sim.env["GB10_SIM_TLS_DIR"]) / sim.subnet_base / "proxy.pem").is_file():
+        pytest.fail(
+            f"GB10_IT_SIM_REUSE=1 but the simulation on {sim.subnet_base} has no TLS certificate in "
+            f"{sim.env['GB10_SIM_TLS_DIR']}: it was started before the proxy spoke TLS. Run sim/up.sh (make sim-up) "
+            "and converge it again (make sim-converge), then re-run"
+        )
     try:
         sim.wait_all_ready()
         yield sim

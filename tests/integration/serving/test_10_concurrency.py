@@ -45,13 +45,13 @@ def _gauge(url, name):
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
 
 
-def _request(url, n):
+def _request(url, n, context):
     body = json.dumps(
         {"model": "tiny-moe", "messages": [{"role": "user", "content": f"request {n}"}], "max_tokens": 16}
     ).encode()
     request = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers=api_headers())
     try:
-        with urllib.request.urlopen(request, timeout=300) as answer:
+        with urllib.request.urlopen(request, timeout=300, context=context) as answer:
             return answer.status, json.loads(answer.read())["choices"][0]["finish_reason"]
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")[:200]
@@ -88,8 +88,10 @@ def test_200_concurrent_requests_wait_in_the_proxy_never_in_a_replica(served_sim
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         started = time.monotonic()
+        # Through TLS, each request verifying the proxy's certificate against the simulation's CA (one context).
+        tls = served_sim.tls
         with ThreadPoolExecutor(max_workers=BURST) as pool:
-            answers = list(pool.map(lambda n: _request(served_sim.proxy_url, n), range(BURST)))
+            answers = list(pool.map(lambda n: _request(served_sim.proxy_url, n, tls), range(BURST)))
         elapsed = time.monotonic() - started
         done.set()
         poller.join(timeout=30)

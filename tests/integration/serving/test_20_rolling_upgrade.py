@@ -110,7 +110,14 @@ class PerReplica:
 def steady_load(sim, label):
     """Plain and streaming requests through the proxy for the whole block; asserts none failed and none was 5xx."""
     load = _loadgen.Steady(
-        sim.proxy_url, "tiny-moe", concurrency=3, max_tokens=8, timeout=120, pause_s=0.1, api_key=API_KEY
+        sim.proxy_url,
+        "tiny-moe",
+        concurrency=3,
+        max_tokens=8,
+        timeout=120,
+        pause_s=0.1,
+        api_key=API_KEY,
+        ca_path=str(sim.proxy_ca),
     )
     with PerReplica(sim) as watch:
         load.start()

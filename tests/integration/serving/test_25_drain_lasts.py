@@ -54,7 +54,7 @@ def test_pitfall_restart_forgets_a_drained_replica(served_sim):
         assert stats[HELD]["status"].startswith(("DRAIN", "MAINT")), stats[HELD]
         before = int(stats[HELD]["stot"] or 0)
         for _request in range(6):
-            sim.chat("still drained?", url=f"http://{sim.node_ip(RESTARTED)}:8080")
+            sim.chat("still drained?", url=sim.proxy_at(sim.node_ip(RESTARTED)))
         after = int(sim.proxy_stats(RESTARTED)[HELD]["stot"] or 0)
         assert after == before, f"{RESTARTED}'s proxy sent {after - before} request(s) to the drained {HELD}"
         # A reload (what the proxy role's converge does) keeps it out too: the record is put on the saved state.

@@ -156,7 +156,14 @@ def _frozen_replica_is_restarted(sim):
     pid, top = engine_pid(sim, FROZEN)
     print(f"\n{FROZEN}: gb10-vllm runs (docker top):\n{top}")
     load = _loadgen.Steady(
-        sim.proxy_url, "tiny-moe", concurrency=CONCURRENCY, max_tokens=8, timeout=120, pause_s=0.1, api_key=API_KEY
+        sim.proxy_url,
+        "tiny-moe",
+        concurrency=CONCURRENCY,
+        max_tokens=8,
+        timeout=120,
+        pause_s=0.1,
+        api_key=API_KEY,
+        ca_path=str(sim.proxy_ca),
     )
     watch = Watch(sim)
     load.start()

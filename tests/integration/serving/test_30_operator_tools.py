@@ -53,6 +53,10 @@ def test_sweep_prints_its_table_and_writes_the_report(served_sim, tmp_path):
     for target in ("spark-1", "spark-2", "proxy"):
         assert target in text, target
     assert report, report
+    # The proxy is swept at the plan's URL (https, the floating address), its certificate verified against the
+    # simulation's CA (the plan's api.ca): every request answered.
+    through_proxy = [row for row in report["rows"] if row["target"] == "proxy"]
+    assert through_proxy and all(row["requests"] > 0 and row["errors"] == 0 for row in through_proxy), through_proxy
 
 
 def test_gate_passes_each_replica_against_the_running_one(served_sim):

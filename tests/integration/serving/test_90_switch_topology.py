@@ -38,8 +38,8 @@ RAY_WRONG_TOKEN = "import ray; ray.init(address='auto', logging_level='ERROR'); 
 class Load:
     """Streaming chat requests through the proxy from ``concurrency`` threads until stopped (wall-clock stamps)."""
 
-    def __init__(self, url, concurrency=4):
-        self.url = url
+    def __init__(self, url, ca_path, concurrency=4):
+        self.url, self.ca_path = url, ca_path
         self.records = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -48,7 +48,7 @@ class Load:
     def _run(self):
         while not self._stop.is_set():
             record = _loadgen.one_request(
-                self.url, "tiny-moe", "hello", 8, timeout=120, clock=time.time, api_key=API_KEY
+                self.url, "tiny-moe", "hello", 8, timeout=120, clock=time.time, api_key=API_KEY, ca_path=self.ca_path
             )
             with self._lock:
                 self.records.append(record)
@@ -120,7 +120,7 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
     # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
     # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
 
-    with Load(site.proxy_url) as load:
+    with Load(site.proxy_url, str(site.proxy_ca)) as load:
         time.sleep(5)
         back = _switch(site, "sim-replicas")
         time.sleep(5)

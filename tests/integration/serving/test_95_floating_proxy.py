@@ -53,13 +53,13 @@ def holders(sim, address, nodes=NODES):
     return held
 
 
-def probe(url, stop, records):
+def probe(url, context, stop, records):
     """Ask the floating address for /v1/models every PROBE_EVERY_S until stopped; (start, end, ok)."""
     while not stop.is_set():
         start = time.monotonic()
         try:
             request = urllib.request.Request(f"{url}/v1/models", headers=api_headers())
-            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as answer:
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S, context=context) as answer:
                 ok = answer.status == 200
         except OSError:
             ok = False
@@ -91,7 +91,8 @@ def bring_back(sim, node):
 def test_floating_address_moves_when_its_node_is_killed_under_load(served_sim):
     sim = served_sim
     address, prefix, interface = floating_address(sim)
-    url = f"http://{address}:8080"
+    # TLS: the certificate names the floating address, so whichever node holds it serves a certificate that verifies.
+    url = sim.proxy_at(address)
     before = holders(sim, address)
     assert len(before) == 1, f"{address} must be held by exactly one node, is held by {before or 'none'}"
     victim = before[0]
@@ -114,11 +115,12 @@ def test_floating_address_moves_when_its_node_is_killed_under_load(served_sim):
                 REQUEST_TIMEOUT_S,
                 LOAD_BEFORE_KILL_S + LOAD_AFTER_KILL_S,
                 api_key=API_KEY,
+                ca_path=str(sim.proxy_ca),
             )
         ),
         daemon=True,
     )
-    prober = threading.Thread(target=probe, args=(url, stop, probes), daemon=True)
+    prober = threading.Thread(target=probe, args=(url, sim.tls, stop, probes), daemon=True)
     killed = False
     try:
         load.start()

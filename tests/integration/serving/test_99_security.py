@@ -2,14 +2,15 @@
 # Apache-2.0
 """The API closed by default and the secrets never in output (issue 18, items 2 and 5), on the served simulation.
 
-From a third container on the simulation's network (a LAN neighbour, not a node): through the proxy, /v1 answers
-401 without the key and 200 with it, /health answers without it, /metrics, /tokenize and the rest are not served
-on the public port. Then the canaries: the simulation's gb10_api_key and its canary serving_secrets value
-(inventories/sim/group_vars/all/security.yml, applied by every converge) must be found nowhere but the root-only
-files meant to hold them: not in any node's journal, units, /etc, logs or `ps`, not in the plan's output, not in the
-stdout or events (every task's result, its invocation too) of any playbook this session ran (the converge when the
-fixture made it, the rolling upgrade, the topology switch, ...: they run before this module, which is why it is
-last).
+From a third container on the simulation's network (a LAN neighbour, not a node): the proxy's port speaks TLS only
+(plain HTTP gets no answer, a client that does not trust the simulation's CA refuses the certificate); through it,
+with the simulation's CA, /v1 answers 401 without the key and 200 with it, /health answers without it, /metrics,
+/tokenize and the rest are not served on the public port. Then the canaries: the simulation's gb10_api_key and its
+canary serving_secrets value (inventories/sim/group_vars/all/security.yml, applied by every converge) must be found
+nowhere but the root-only files meant to hold them: not in any node's journal, units, /etc, logs or `ps`, not in the
+plan's output, not in the stdout or events (every task's result, its invocation too) of any playbook this session ran
+(the converge when the fixture made it, the rolling upgrade, the topology switch, ...: they run before this module,
+which is why it is last).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from _api import API_KEY, CANARY
 from _third_party import IMAGE
 
@@ -28,36 +30,52 @@ ALLOWED = {"/etc/gb10/serving/secrets.env", "/etc/haproxy/gb10-api-keys"}
 # Where a node could keep a secret by mistake: configuration, units, logs, the collection's state and scratch.
 SEARCHED = ["/etc", "/var/log", "/var/lib/gb10", "/var/lib/haproxy", "/run/gb10", "/usr/local", "/root", "/tmp"]
 
+# Run with python3 in a third container: the simulation's CA comes on stdin (the container has only Debian's trust
+# store), every https request but the "untrusted" one verifies the proxy's certificate against it.
 HTTP_PROBE = r"""
-import json, sys, urllib.error, urllib.request
+import http.client, json, ssl, sys, urllib.error, urllib.request
 base, key = sys.argv[1], sys.argv[2]
-def ask(path, with_key, method="GET"):
+trusted = ssl.create_default_context(cadata=sys.stdin.read())
+plain = "http://" + base.split("://", 1)[1]
+def ask(path, with_key, method="GET", url=None, context=trusted):
     headers = {"Content-Type": "application/json"}
     if with_key:
         headers["Authorization"] = "Bearer " + key
     data = json.dumps({"model": "tiny-moe", "messages": [{"role": "user", "content": "hi"}],
                        "max_tokens": 4}).encode() if method == "POST" else None
+    request = urllib.request.Request((url or base) + path, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(urllib.request.Request(base + path, data=data, headers=headers, method=method),
-                                    timeout=120) as answer:
+        with urllib.request.urlopen(request, timeout=120, context=context) as answer:
             return answer.status
     except urllib.error.HTTPError as refused:
         return refused.code
+    except urllib.error.URLError as failed:
+        if isinstance(failed.reason, ssl.SSLCertVerificationError):
+            return "certificate verify failed: " + str(failed.reason.verify_message)
+        return "failed: " + type(failed.reason).__name__
+    except (OSError, http.client.HTTPException) as failed:
+        return "failed: " + type(failed).__name__
 print(json.dumps({
     "models": ask("/v1/models", False), "models_key": ask("/v1/models", True),
     "chat": ask("/v1/chat/completions", False, "POST"), "chat_key": ask("/v1/chat/completions", True, "POST"),
     "health": ask("/health", False), "metrics": ask("/metrics", False), "metrics_key": ask("/metrics", True),
     "tokenize": ask("/tokenize", True, "POST"), "docs": ask("/docs", True),
+    # The same port in plain HTTP, and a client that trusts only the system's store (not the simulation's CA).
+    "plain_http": ask("/health", False, url=plain), "plain_http_key": ask("/v1/models", True, url=plain),
+    "untrusted": ask("/v1/models", True, context=ssl.create_default_context()),
 }))
 """
 
 
-def test_the_api_through_the_proxy_wants_the_key_from_a_third_container(served_sim):
+@pytest.fixture(scope="module")
+def third_party(served_sim):
+    """What a LAN neighbour sees through the proxy (HTTP_PROBE's answers), from a fresh container on the network."""
     done = subprocess.run(
         [
-            *("docker", "run", "--rm", "--network", served_sim.env["SIM_NETWORK"], IMAGE),
+            *("docker", "run", "--rm", "-i", "--network", served_sim.env["SIM_NETWORK"], IMAGE),
             *("python3", "-c", HTTP_PROBE, served_sim.proxy_url, API_KEY),
         ],
+        input=served_sim.proxy_ca.read_text(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -65,10 +83,26 @@ def test_the_api_through_the_proxy_wants_the_key_from_a_third_container(served_s
     )
     seen = json.loads(done.stdout.splitlines()[-1])
     print(f"\nthrough the proxy {served_sim.proxy_url} from a third container: {seen}")
+    return seen
+
+
+def test_the_api_through_the_proxy_wants_the_key_from_a_third_container(third_party):
+    seen = third_party
     assert seen["models"] == seen["chat"] == 401, seen
     assert seen["models_key"] == seen["chat_key"] == 200, seen
     assert seen["health"] == 200, seen
     assert seen["metrics"] == seen["metrics_key"] == seen["tokenize"] == seen["docs"] == 404, seen
+
+
+def test_the_public_port_speaks_tls_only_and_its_certificate_verifies_against_the_sim_ca(third_party):
+    """README "Security": plain HTTP on the proxy's port gets no answer at all (no status, with the key or without);
+    a client that does not trust the simulation's CA refuses the certificate before it sends anything; one that
+    trusts it gets 401 without the key and 200 with it."""
+    seen = third_party
+    assert str(seen["plain_http"]).startswith("failed: "), seen
+    assert str(seen["plain_http_key"]).startswith("failed: "), seen
+    assert str(seen["untrusted"]).startswith("certificate verify failed: unable to get local issuer certificate"), seen
+    assert seen["models"] == 401 and seen["models_key"] == 200, seen
 
 
 def _node_leaks(sim, node, secrets):
@@ -118,6 +152,10 @@ def test_the_canary_secrets_are_found_nowhere(served_sim, tmp_path):
     assert all(API_KEY in text and CANARY in text for text in served.values()), "the secrets did not reach vLLM"
     leaks = [leak for node in NODES for leak in _node_leaks(served_sim, node, secrets)]
     assert not any(secret in plan_output.read_text() for secret in secrets), "the plan output holds a secret"
+    # The plan states what the collection's clients use: https at the floating address, the simulation's CA.
+    api = json.loads(plan_output.read_text())["api"]
+    address = served_sim.subnet_base + ".10"
+    assert (api["url"], api["ca"]) == (served_sim.proxy_at(address), str(served_sim.proxy_ca)), api
     # Every playbook run of this session: ansible-runner's stdout and every event (each task's whole result). Not
     # env/: what the suite itself passed in (extravars, the environment).
     for path in Path(served_sim.scratch).rglob("*"):

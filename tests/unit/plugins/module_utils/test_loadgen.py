@@ -1,12 +1,14 @@
 """The load generator against a loopback server that streams like vLLM and is slow on its first request."""
 
 import json
+import ssl
 import threading
 import time
 import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from tls_material import sim_tls
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
 
@@ -87,3 +89,37 @@ def test_every_request_sends_the_site_key_when_there_is_one(server):
     Fake.authorizations.clear()
     _loadgen.one_request(server, "m", "hi", 4, 5)
     assert Fake.authorizations == [None]
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """The fake engine behind TLS with a certificate of the simulation's CA (sim/tls.py) naming 127.0.0.11."""
+    ca, pem = sim_tls(tmp_path, subnet_base="127.0.0")
+    Fake.served = 0
+    Fake.authorizations = []
+    srv = ThreadingHTTPServer(("127.0.0.11", 0), Fake)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(pem))
+    srv.socket = context.wrap_socket(srv.socket, server_side=True)
+    srv.handle_error = lambda *args: None  # the refused handshakes below
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.11:{srv.server_address[1]}", str(ca)
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_https_is_verified_against_the_given_ca_and_never_without_one(tls_server):
+    url, ca = tls_server
+    assert _loadgen.one_request(url, "m", "hi", 4, 5, ca_path=ca)["ok"]
+    assert [r["ok"] for r in _loadgen.run(url, "m", 2, 2, "hi", 4, 5, 10, ca_path=ca)] == [True, True]
+    # This fake streams without a finish_reason and never answers JSON: what Steady's plain and streaming requests
+    # prove here is that each got through TLS to its 200.
+    assert _loadgen.plain_request(url, "m", "hi", 4, 5, ca_path=ca)["status"] == 200
+    steady = _loadgen.Steady(url, "m", concurrency=2, timeout=5, pause_s=0.05, ca_path=ca).start()
+    time.sleep(0.3)
+    records = steady.stop()
+    assert records and all(r["status"] == 200 for r in records), [(r["status"], r["error"]) for r in records]
+    # Without the simulation's CA (the system store) the certificate does not verify: no request is sent.
+    refused = _loadgen.one_request(url, "m", "hi", 4, 5)
+    assert not refused["ok"] and "CERTIFICATE_VERIFY_FAILED" in refused["error"], refused

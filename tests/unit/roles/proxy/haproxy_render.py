@@ -37,6 +37,7 @@ def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
         "_proxy_save_state_bin": "/usr/local/libexec/gb10/haproxy-save-state",
         "_proxy_api_keys_file": "/etc/haproxy/gb10-api-keys",
         "_proxy_anonymous": False,
+        "_proxy_tls_cert": "",
         "hostvars": {host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
         **defaults,
     }

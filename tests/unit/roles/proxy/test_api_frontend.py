@@ -2,20 +2,24 @@
 # Apache-2.0
 """The public frontend closed by default (issue 18, item 2), against a real HAProxy 2.6 (Debian's, what the nodes
 run) on the role's rendered configuration: 401 without the key, 200 with it, /health without it, nothing but /v1/* and
-/health served, TLS when a certificate is given; the key never in haproxy.cfg."""
+/health served, TLS only when a certificate is given (the simulation's own, verified by its clients, with the replicas'
+checks still plain HTTP); the key never in haproxy.cfg."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import socket
 import ssl
-import subprocess
 import threading
 import urllib.error
 import urllib.request
 
+import jinja2
 import pytest
-from haproxy_render import NEEDS_HAPROXY, LiveHAProxy, free_port, render
+import yaml
+from haproxy_render import NEEDS_HAPROXY, ROLE, LiveHAProxy, free_port, render
+from tls_material import sim_tls
 
 KEY = "unit-canary-3f9c"
 
@@ -93,25 +97,36 @@ def test_anonymous_frontend_only_when_asked_still_only_v1_and_health(tmp_path, r
         proxy.stop()
 
 
+def https_status(port, name, path, context, key=None):
+    """The status of GET ``path`` over TLS to the HAProxy on loopback ``port``, asking for ``name`` (SNI and the
+    host-name check: the simulation's certificate names the simulation's addresses, not loopback)."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    plain = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with plain, context.wrap_socket(plain, server_hostname=name) as tls:
+        tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\n{auth}Connection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := tls.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1])
+
+
 @NEEDS_HAPROXY
-def test_tls_when_a_certificate_is_given(tmp_path, replica):
-    pem = tmp_path / "proxy.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=gb10-proxy", "-days", "1"),
-            *("-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    pem.write_text((tmp_path / "cert.pem").read_text() + (tmp_path / "key.pem").read_text())
-    proxy = started(tmp_path, replica, proxy_tls_cert=str(pem))
+def test_tls_with_the_simulations_certificate(tmp_path, replica):
+    """sim/tls.py's CA and certificate, as `make sim` serves them: a client trusting that CA reaches the API under
+    every name the certificate holds (401 without the key, 200 with it); one that does not trust it, or asks for a
+    name the certificate does not hold, fails verification; plain HTTP on the port gets no answer."""
+    ca, pem = sim_tls(tmp_path / "tls")
+    proxy = started(tmp_path, replica, _proxy_tls_cert=str(pem))
     try:
-        context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
-        context.check_hostname = False
-        base = f"https://127.0.0.1:{proxy.port}"
-        assert ask(f"{base}/v1/models", context=context) == (401, "Bearer")
-        assert ask(f"{base}/v1/models", key=KEY, context=context)[0] == 200
+        trusted = ssl.create_default_context(cafile=str(ca))
+        for name in ("10.77.0.10", "10.77.0.11", "10.77.0.12", "spark-1"):
+            assert https_status(proxy.port, name, "/v1/models", trusted) == 401, name
+            assert https_status(proxy.port, name, "/v1/models", trusted, key=KEY) == 200, name
+            assert https_status(proxy.port, name, "/health", trusted) == 200, name
+        with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer certificate"):
+            https_status(proxy.port, "10.77.0.10", "/health", ssl.create_default_context())
+        with pytest.raises(ssl.SSLCertVerificationError, match="IP address mismatch"):
+            https_status(proxy.port, "10.77.0.99", "/health", trusted)
         with pytest.raises(OSError):  # plain HTTP on the TLS port: the connection is closed
             ask(f"http://127.0.0.1:{proxy.port}/health")
     finally:
@@ -121,6 +136,39 @@ def test_tls_when_a_certificate_is_given(tmp_path, replica):
 def test_the_key_file_is_named_and_no_key_check_when_anonymous():
     closed = render()
     assert "req.fhdr(authorization) -m str -f /etc/haproxy/gb10-api-keys" in closed
-    assert "path_beg /v1/" in closed and "ssl crt" not in closed
+    assert "path_beg /v1/" in closed
     assert "authorization" not in render(_proxy_anonymous=True)
-    assert "bind *:8080 ssl crt /etc/gb10/proxy.pem" in render(proxy_tls_cert="/etc/gb10/proxy.pem")
+
+
+def test_the_public_bind_speaks_tls_only_with_a_certificate_and_the_replicas_stay_plain():
+    plain = render()
+    assert "    bind *:8080\n" in plain and "ssl" not in plain
+    tls = render(_proxy_tls_cert="/etc/haproxy/gb10-tls.pem")
+    assert "    bind *:8080 ssl crt /etc/haproxy/gb10-tls.pem\n" in tls
+    backend = tls.split("backend vllm", 1)[1].split("frontend gb10_stats", 1)[0]
+    assert "option httpchk GET /health" in backend and "ssl" not in backend  # checks and replicas: plain HTTP
+    assert "    server spark-1 192.168.200.11:8000 maxconn 12" in backend
+    stats = tls.split("frontend gb10_stats", 1)[1]
+    assert "bind 127.0.0.1:8404\n" in stats and "ssl" not in stats
+
+
+@pytest.mark.parametrize(
+    ("cert", "src", "served"),
+    [
+        ("", "", ""),
+        ("/etc/gb10/proxy.pem", "", "/etc/gb10/proxy.pem"),
+        ("", "files/proxy.pem", "/etc/haproxy/gb10-tls.pem"),
+        ("/etc/gb10/proxy.pem", "files/proxy.pem", "/etc/gb10/proxy.pem"),
+    ],
+    ids=["plain", "placed on the node", "copied to the default path", "copied to the given path"],
+)
+def test_the_pem_the_frontend_serves(cert, src, served):
+    """vars/main.yml's _proxy_tls_cert: proxy_tls_cert where given, else the default node path when the control
+    machine gives the PEM (proxy_tls_cert_src), else none (plain HTTP)."""
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    given = {
+        "proxy_tls_cert": cert,
+        "proxy_tls_cert_src": src,
+        "_proxy_tls_cert_copied": role_vars["_proxy_tls_cert_copied"],
+    }
+    assert jinja2.Environment().from_string(role_vars["_proxy_tls_cert"]).render(**given) == served

@@ -6,28 +6,20 @@ HAProxy's key file could not hold (whitespace, beyond printable ASCII) is refuse
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
-from task_file_runner import run_task_file
+from task_file_runner import run_role_tasks
 
-REPO = Path(__file__).resolve().parents[4]
-ROLE = REPO / "roles" / "proxy"
-PREFLIGHT = ROLE / "tasks" / "preflight.yml"
+# The plan's part the preflight reads (roles/gb10's gb10_plan): one replica, on this host.
+PLAN = {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}, "serving_hosts": ["localhost"]}
 
 
 def run_preflight(tmp_path, **given):
-    variables = {
-        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
-        "_proxy_anonymous": "{{ proxy_anonymous | bool }}",
-        "_proxy_plan": {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}},
-        "_proxy_servers": ["localhost"],
-        "gb10_api_key": "",
-        **given,
-    }
+    """roles/proxy's tasks/preflight.yml as the role runs it (its defaults and vars/main.yml), on localhost."""
+    variables = {"gb10_plan": PLAN, "gb10_api_key": "", **given}
     hostvars = {"gb10_fabric_address": "127.0.0.1"}
-    return run_task_file(tmp_path, PREFLIGHT, variables, name="The role's preflight", hostvars=hostvars, args=["-v"])
+    return run_role_tasks(
+        tmp_path, "proxy", "preflight", variables, name="The role's preflight", hostvars=hostvars, args=["-v"]
+    )
 
 
 def test_an_empty_key_beyond_loopback_is_refused_with_the_fix(tmp_path):

@@ -98,3 +98,34 @@ def test_the_local_haproxy_is_tracked_by_an_unprivileged_check():
     assert "gb10_haproxy_answers" in block(block(cfg, "vrrp_instance gb10_proxy"), "track_script")
     glob = block(cfg, "global_defs")
     assert "enable_script_security" in glob and "script_user keepalived_script" in glob
+
+
+def _client(api, **given):
+    """The floating-address check's URL and CA file (vars/main.yml) for a plan whose api is ``api``."""
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    values = {
+        "gb10_plan": {"api": api},
+        "gb10_proxy_tls_ca_file": "/etc/haproxy/gb10-tls-ca.pem",
+        "__proxy_vip_plan": {"plan": {"address": "10.93.0.10"}},
+        "proxy_port": 8080,
+        **given,
+    }
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    for name in ("_proxy_vip_api", "_proxy_vip_client_port", "_proxy_vip_client_url", "_proxy_vip_client_ca"):
+        rendered = env.from_string(role_vars[name]).render(**values)
+        values[name] = yaml.safe_load(rendered) if name == "_proxy_vip_api" else rendered
+    return values["_proxy_vip_client_url"], values["_proxy_vip_client_ca"]
+
+
+def test_the_floating_address_is_checked_as_a_client_would_with_its_certificate_verified():
+    """The plan's client URL (https with a certificate) and the CA the proxy role put on the node; the system's store
+    without proxy_tls_ca; plain HTTP at the address without TLS (no plan URL: the address itself). The task never
+    turns verification off (tasks/service.yml: validate_certs true)."""
+    tls = {"url": "https://10.93.0.10:8080", "ca": "/ctl/ca.pem", "tls": True}
+    assert _client(tls) == ("https://10.93.0.10:8080", "/etc/haproxy/gb10-tls-ca.pem")
+    assert _client({**tls, "ca": ""}) == ("https://10.93.0.10:8080", "")
+    assert _client({"url": "http://10.93.0.10:8080", "ca": "", "tls": False}) == ("http://10.93.0.10:8080", "")
+    assert _client(None) == ("http://10.93.0.10:8080", "")
+    task = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
+    wait = next(t for t in task if t["name"] == "Wait until HAProxy answers on the floating address")
+    assert wait["ansible.builtin.uri"]["validate_certs"] is True

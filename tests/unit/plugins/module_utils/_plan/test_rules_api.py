@@ -23,3 +23,28 @@ def test_the_plan_prints_who_may_use_the_api():
     anonymous = run(replicas(), api={**OPEN, "anonymous": True})
     assert anonymous["violations"] == [] and anonymous["api"]["anonymous"] is True
     assert "ANONYMOUS (proxy_anonymous: true)" in plan_mod.format_plan(anonymous)
+
+
+def test_the_plan_states_the_url_and_ca_every_client_of_the_proxy_uses():
+    """Issue 18, item 2: the client URL once, in the plan (bench.yml, roles/proxy_vip read it): https with a
+    certificate, the floating address where there is one, the CA the clients verify with; never the key."""
+    given = {**OPEN, "key_set": True, "fabric_address": "10.77.0.11"}
+    plain = run(replicas(), api=given)["api"]
+    assert (plain["scheme"], plain["url"], plain["ca"]) == ("http", "http://10.77.0.11:8080", "")
+    tls = {**given, "tls": True, "ca": "/sim/tls/ca.pem", "vip_address": "10.77.0.10"}
+    planned = run(replicas(), api=tls)
+    assert planned["api"]["url"] == "https://10.77.0.10:8080" and planned["api"]["ca"] == "/sim/tls/ca.pem"
+    assert set(planned["api"]) == {"key_set", "anonymous", "bind", "port", "tls", "scheme", "url", "ca"}
+    text = plan_mod.format_plan(planned)
+    assert "api: proxy *:8080 https, key required" in text
+    assert "api url: https://10.77.0.10:8080 (certificate verified against proxy_tls_ca /sim/tls/ca.pem)" in text
+    system = run(replicas(), api={**tls, "ca": ""})
+    assert "verified against the system's trust store (no proxy_tls_ca)" in plan_mod.format_plan(system)
+    # The name the operator gives (the certificate's DNS name) wins; a concrete bind address beats the fabric's; a CA
+    # without TLS is no part of the plan; an IPv6 host is bracketed.
+    assert run(replicas(), api={**tls, "client_host": "llm.example"})["api"]["url"] == "https://llm.example:8080"
+    bound = run(replicas(), api={**given, "bind": "192.168.1.21", "port": 8443})["api"]
+    assert bound["url"] == "http://192.168.1.21:8443"
+    assert run(replicas(), api={**given, "ca": "/sim/tls/ca.pem"})["api"]["ca"] == ""
+    assert run(replicas(), api={**given, "fabric_address": "fd00::11"})["api"]["url"] == "http://[fd00::11]:8080"
+    assert run(replicas(), api={**OPEN, "key_set": True})["api"]["url"] == ""  # no address known: no URL
