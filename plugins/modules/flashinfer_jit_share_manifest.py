@@ -44,9 +44,11 @@ options:
     required: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the manifest is computed and returned, not written.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 author:
   - gb10.serving maintainers (!UNKNOWN)
