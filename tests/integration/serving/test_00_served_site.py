@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import time
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,11 +28,16 @@ def test_both_replicas_ready_in_the_proxy(served_sim):
 
 
 def test_requests_through_the_proxy_reach_both_replicas(served_sim):
+    started = time.monotonic()
     before = {node: _successes(served_sim.replica_url(node)) for node in ("spark-1", "spark-2")}
     answers = [served_sim.chat(f"hello {n}") for n in range(8)]
     after = {node: _successes(served_sim.replica_url(node)) for node in ("spark-1", "spark-2")}
+    window = time.monotonic() - started
     assert all(answer["choices"][0]["message"]["content"] for answer in answers)
     served = {node: after[node] - before[node] for node in before}
-    print(f"\n8 requests through the proxy, served per replica (each replica's own /metrics): {served}")
-    assert sum(served.values()) == 8, served
+    print(f"\n8 requests through the proxy in {window:.1f} s, served per replica (own /metrics): {served}")
+    # Each replica's watchdog sends its own one-token completion every serving_watchdog_interval (30 s), straight to
+    # the replica: in a window shorter than that, at most one per replica lands beside the eight.
+    assert window < 30, window
     assert all(count > 0 for count in served.values()), served
+    assert 8 <= sum(served.values()) <= 8 + len(served), served
