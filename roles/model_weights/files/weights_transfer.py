@@ -519,6 +519,24 @@ def _write_blob(tar, member, target, entry, received, cache):
     cache.remember(target, have)
 
 
+def _start_receive(args, status, manifest, have, received):
+    """Report progress over the manifest (``have`` already here, ``received`` counts what arrives) and connect to
+    the source, trying for up to two minutes while its serve starts."""
+    status.total = sum(e["size"] for e in manifest.values())
+    present = sum(manifest[p]["size"] for p in have)
+    status.done_fn = lambda: present + received[0]
+    status.run_reporter()
+    deadline = time.time() + min(args.timeout, 120)
+    local = (args.local_address, 0) if args.local_address else None
+    while True:
+        try:
+            return socket.create_connection((args.source, args.port), timeout=30, source_address=local)
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
 def receive(args):
     if args.layout == "files":
         return receive_files(args)
@@ -551,21 +569,8 @@ def receive(args):
     os.makedirs(blobs, exist_ok=True)
     os.makedirs(snapshot, exist_ok=True)
     links = {f"snapshots/{args.revision}/{p}": (p, hf_link(p, e["blob"])) for p, e in manifest.items()}
-    status.total = sum(e["size"] for e in manifest.values())
     received = [0]
-    present = sum(manifest[p]["size"] for p in have)
-    status.done_fn = lambda: present + received[0]
-    status.run_reporter()
-    deadline = time.time() + min(args.timeout, 120)
-    local = (args.local_address, 0) if args.local_address else None
-    while True:
-        try:
-            conn = socket.create_connection((args.source, args.port), timeout=30, source_address=local)
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(1)
+    conn = _start_receive(args, status, manifest, have, received)
     got = set()
     try:
         with conn, conn.makefile("rb") as reader:
@@ -697,21 +702,8 @@ def receive_files(args):
         if not os.path.islink(targets[p]) and content_mismatch(targets[p], e, cache) is None
     }
     want = sorted(set(manifest) - have)
-    status.total = sum(e["size"] for e in manifest.values())
     received = [0]
-    present = sum(manifest[p]["size"] for p in have)
-    status.done_fn = lambda: present + received[0]
-    status.run_reporter()
-    deadline = time.time() + min(args.timeout, 120)
-    local = (args.local_address, 0) if args.local_address else None
-    while True:
-        try:
-            conn = socket.create_connection((args.source, args.port), timeout=30, source_address=local)
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(1)
+    conn = _start_receive(args, status, manifest, have, received)
     got = set()
     partials = {p: targets[p] + ".gb10-incomplete" for p in want}
     try:
