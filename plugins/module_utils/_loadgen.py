@@ -161,29 +161,11 @@ class Steady:
     def _worker(self, n):
         stream = bool(n % 2)
         while not self._stop.is_set():
+            common = (self.url, self.model, "Say hello.", self.max_tokens, self.timeout, self.clock)
             if stream:
-                rec = one_request(
-                    self.url,
-                    self.model,
-                    "Say hello.",
-                    self.max_tokens,
-                    self.timeout,
-                    self.clock,
-                    require_finish=True,
-                    api_key=self.api_key,
-                    ca_path=self.ca_path,
-                )
+                rec = one_request(*common, require_finish=True, api_key=self.api_key, ca_path=self.ca_path)
             else:
-                rec = plain_request(
-                    self.url,
-                    self.model,
-                    "Say hello.",
-                    self.max_tokens,
-                    self.timeout,
-                    self.clock,
-                    self.api_key,
-                    ca_path=self.ca_path,
-                )
+                rec = plain_request(*common, self.api_key, ca_path=self.ca_path)
             rec["stream"] = stream
             with self._lock:
                 self.records.append(rec)
