@@ -605,6 +605,15 @@ def stall_seconds(stated, last_worst_unit_s, floor_s=STALL_FLOOR_S, factor=3):
     return int(max(floor_s, factor * float(last_worst_unit_s or 0)))
 
 
+def read_text(path, errors="strict"):
+    """A cache file's text; None when it cannot be read (not built yet, removed while we look)."""
+    try:
+        with open(path, errors=errors) as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
 def file_sha256(path):
     """sha256 of a file's bytes, read in 1 MiB chunks (a 64 MB .so); None when there is no such file."""
     if not os.path.isfile(path):

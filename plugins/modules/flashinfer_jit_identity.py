@@ -106,14 +106,6 @@ from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_ji
 MARKER = "GB10_PREBUILD_NINJA "
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def _write_private(path, content):
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -124,7 +116,7 @@ def _write_private(path, content):
 def _stamps(cache_dir, image):
     found = []
     for path in sorted(glob.glob(os.path.join(cache_dir, ".cache/flashinfer/*/*/cached_ops/*", fj.STAMP_NAME))):
-        text = _read(path)
+        text = fj.read_text(path)
         try:
             data = json.loads(text) if text else None
         except ValueError:
@@ -184,7 +176,7 @@ def main():
         scratch = os.path.join(params["scratch_dir"], f"{serving['module']}.serving.ninja")
         _write_private(scratch, serving["text"])
         prebuilt = os.path.join(build_dir, "build.ninja")
-        verdict = fj.ninja_identity(node, stamp_data, _read(prebuilt), serving["text"])
+        verdict = fj.ninja_identity(node, stamp_data, fj.read_text(prebuilt), serving["text"])
         if not verdict["same"]:
             module.fail_json(
                 msg=verdict["message"]

@@ -60,21 +60,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
 
 
-def _read(path):
-    try:
-        with open(path, errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def run(params):
     modules = []
     for path in sorted(
         glob.glob(os.path.join(params["cache_dir"], ".cache/flashinfer/*/*/cached_ops/*", fj.STAMP_NAME))
     ):
         try:
-            stamp_data = json.loads(_read(path) or "null")
+            stamp_data = json.loads(fj.read_text(path, errors="replace") or "null")
         except ValueError:
             stamp_data = None
         if not stamp_data or stamp_data.get("image_digest") != params["image"]:
@@ -82,7 +74,9 @@ def run(params):
         build_dir = os.path.dirname(path)
         library = os.path.join(build_dir, f"{stamp_data.get('module', os.path.basename(build_dir))}.so")
         findings = fj.rebuild_findings(
-            stamp_data, _read(os.path.join(build_dir, ".ninja_log")) or "", fj.file_sha256(library)
+            stamp_data,
+            fj.read_text(os.path.join(build_dir, ".ninja_log"), errors="replace") or "",
+            fj.file_sha256(library),
         )
         modules.append({"module": stamp_data.get("module"), "build_dir": build_dir, "findings": findings})
     rebuilt = [m for m in modules if m["findings"]]

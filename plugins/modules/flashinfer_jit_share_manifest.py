@@ -92,14 +92,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def _listing(root, folders):
     files = {}
     for folder in folders:
@@ -119,8 +111,8 @@ def run(params, check_mode):
     host = fj.cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
     container = fj.cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
     module = host["module"]
-    ninja_text = _read(host["ninja"])
-    stamp_text = _read(host["stamp"])
+    ninja_text = fj.read_text(host["ninja"])
+    stamp_text = fj.read_text(host["stamp"])
     try:
         stamp_data = json.loads(stamp_text) if stamp_text else {}
     except ValueError:
@@ -138,7 +130,7 @@ def run(params, check_mode):
         "problems": problems,
     }
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-    if not problems and _read(params["dest"]) != text:
+    if not problems and fj.read_text(params["dest"]) != text:
         result["changed"] = True
         if not check_mode:
             tmp = params["dest"] + ".tmp"

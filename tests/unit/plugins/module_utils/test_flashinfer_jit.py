@@ -518,3 +518,17 @@ def test_pitfall_rebuild_at_profiling_manifest_refuses_a_library_that_is_not_the
     _manifest, problems = fj.share_manifest("spark-1", _files(**wrong), _STAMP, "fused_moe_120", _NINJA)
     assert any("fused_moe_120.so sha256 xxxxxxxxxxxx differs from the stamp's ssssssssssss" in p for p in problems)
     assert problems[-1].startswith("spark-1 cannot give its fused_moe_120 to another node")
+
+
+def test_read_text_is_none_for_a_file_that_is_not_there(tmp_path):
+    (tmp_path / "build.ninja").write_text("rule cxx\n")
+    assert fj.read_text(str(tmp_path / "build.ninja")) == "rule cxx\n"
+    assert fj.read_text(str(tmp_path / "missing")) is None
+
+
+def test_read_text_replaces_bytes_that_are_not_text_only_when_asked(tmp_path):
+    """.ninja_log is read with errors="replace" (a torn write may leave any byte); a stamp is read strictly."""
+    (tmp_path / ".ninja_log").write_bytes(b"# ninja log v5\n\xff\n")
+    assert fj.read_text(str(tmp_path / ".ninja_log"), errors="replace") == "# ninja log v5\n\ufffd\n"
+    with pytest.raises(UnicodeDecodeError):
+        fj.read_text(str(tmp_path / ".ninja_log"))
