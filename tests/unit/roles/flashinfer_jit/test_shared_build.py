@@ -86,18 +86,23 @@ def copy(giver_root, receiver_root, state, *receive_args):
     return receive.returncode, out + err + serve_out + serve_err
 
 
-def manifest_of(workspace, state):
-    result = share_manifest.run(
+def run_manifest(workspace, dest):
+    """The share manifest module on the builder, its cache at the container path (workspace_base == cache_dir)."""
+    return share_manifest.run(
         {
             "node": "spark-1",
             "cache_dir": str(workspace),
             "workspace_base": str(workspace),
             "flashinfer_version": "0.6.18",
             "compute_capability": "12.1",
-            "dest": str(state / "manifest.json"),
+            "dest": str(dest),
         },
         check_mode=False,
     )
+
+
+def manifest_of(workspace, state):
+    result = run_manifest(workspace, state / "manifest.json")
     assert not result["problems"], result["problems"]
     return json.loads((state / "manifest.json").read_text())
 
@@ -171,16 +176,6 @@ def test_manifest_refuses_a_module_whose_stamp_does_not_hold(tmp_path):
     workspace = tmp_path / "workspace"
     assert prebuild(workspace)[0] == 0
     (workspace / BUILD / "build.ninja").write_text("# rewritten by another environment\n")
-    result = share_manifest.run(
-        {
-            "node": "spark-1",
-            "cache_dir": str(workspace),
-            "workspace_base": str(workspace),
-            "flashinfer_version": "0.6.18",
-            "compute_capability": "12.1",
-            "dest": str(tmp_path / "manifest.json"),
-        },
-        check_mode=False,
-    )
+    result = run_manifest(workspace, tmp_path / "manifest.json")
     assert any("build.ninja sha256" in problem for problem in result["problems"]), result["problems"]
     assert not (tmp_path / "manifest.json").exists()
