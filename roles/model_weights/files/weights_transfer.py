@@ -537,13 +537,30 @@ def _start_receive(args, status, manifest, have, received):
             time.sleep(1)
 
 
-def receive(args):
-    if args.layout == "files":
-        return receive_files(args)
+def _receive_inputs(args):
+    """The status and the run's token of a receive, once its manifest is known to be there."""
     status = Status(args.status, "receive")
     token = read_run_token(args.token_file)
     if not os.path.isfile(args.manifest):
         raise Refused(f"no manifest at {args.manifest}: the role writes the source node's manifest here first")
+    return status, token
+
+
+def _take_stream(conn, token, want, take):
+    """Prove both ends over ``conn``, ask for ``want`` and hand each member of the tar stream the source sends to
+    ``take(tar, member)``; the connection is closed however it ends."""
+    with conn, conn.makefile("rb") as reader:
+        conn.settimeout(120)
+        client_handshake(conn, reader, token, want)
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                take(tar, member)
+
+
+def receive(args):
+    if args.layout == "files":
+        return receive_files(args)
+    status, token = _receive_inputs(args)
     manifest = load_manifest(args.manifest)
     folder = repo_folder(args.repo)
     blobs = os.path.join(folder, "blobs")
@@ -572,35 +589,32 @@ def receive(args):
     received = [0]
     conn = _start_receive(args, status, manifest, have, received)
     got = set()
+
+    def take(tar, member):
+        if member.isreg():
+            blob = member.name[len("blobs/") :] if member.name.startswith("blobs/") else None
+            entry = wanted_blobs.get(blob)
+            if entry is None or blob in got:
+                raise Refused(f"refusing {member.name}: not a blob of the manifest this node asked for")
+            if member.size != entry["size"]:
+                raise Refused(f"refusing {member.name}: {member.size} bytes, the manifest's {entry['size']}")
+            target = os.path.join(blobs, blob)
+            if not under(os.path.dirname(target), blobs):
+                raise Refused(f"refusing {member.name}: {blobs} leads outside {folder}")
+            _write_blob(tar, member, target, entry, received, cache)
+            got.add(blob)
+        elif member.issym():
+            path, link = links.get(member.name, (None, None))
+            if path is None or member.linkname != link:
+                raise Refused(
+                    f"refusing the link {member.name} -> {member.linkname}: only the snapshot's links "
+                    "to its own blobs are taken"
+                )
+        else:
+            raise Refused(f"refusing {member.name}: neither a blob nor a snapshot link")
+
     try:
-        with conn, conn.makefile("rb") as reader:
-            conn.settimeout(120)
-            client_handshake(conn, reader, token, want)
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
-                for member in tar:
-                    if member.isreg():
-                        blob = member.name[len("blobs/") :] if member.name.startswith("blobs/") else None
-                        entry = wanted_blobs.get(blob)
-                        if entry is None or blob in got:
-                            raise Refused(f"refusing {member.name}: not a blob of the manifest this node asked for")
-                        if member.size != entry["size"]:
-                            raise Refused(
-                                f"refusing {member.name}: {member.size} bytes, the manifest's {entry['size']}"
-                            )
-                        target = os.path.join(blobs, blob)
-                        if not under(os.path.dirname(target), blobs):
-                            raise Refused(f"refusing {member.name}: {blobs} leads outside {folder}")
-                        _write_blob(tar, member, target, entry, received, cache)
-                        got.add(blob)
-                    elif member.issym():
-                        path, link = links.get(member.name, (None, None))
-                        if path is None or member.linkname != link:
-                            raise Refused(
-                                f"refusing the link {member.name} -> {member.linkname}: only the snapshot's links "
-                                "to its own blobs are taken"
-                            )
-                    else:
-                        raise Refused(f"refusing {member.name}: neither a blob nor a snapshot link")
+        _take_stream(conn, token, want, take)
     finally:
         cache.save()
     missing = sorted(b for b in wanted_blobs if b not in got)
@@ -682,10 +696,7 @@ def _write_file(tar, member, partial, entry, received):
 
 
 def receive_files(args):
-    status = Status(args.status, "receive")
-    token = read_run_token(args.token_file)
-    if not os.path.isfile(args.manifest):
-        raise Refused(f"no manifest at {args.manifest}: the role writes the source node's manifest here first")
+    status, token = _receive_inputs(args)
     manifest = load_files_manifest(args.manifest)
     root = os.path.realpath(args.root)
     cache = HashCache(None)
@@ -706,21 +717,18 @@ def receive_files(args):
     conn = _start_receive(args, status, manifest, have, received)
     got = set()
     partials = {p: targets[p] + ".gb10-incomplete" for p in want}
+
+    def take(tar, member):
+        path = member.name[len("files/") :] if member.name.startswith("files/") else None
+        if not member.isreg() or path not in partials or path in got:
+            raise Refused(f"refusing {member.name}: not a file of the manifest this node asked for")
+        if member.size != manifest[path]["size"]:
+            raise Refused(f"refusing {member.name}: {member.size} bytes, the manifest's {manifest[path]['size']}")
+        _write_file(tar, member, partials[path], manifest[path], received)
+        got.add(path)
+
     try:
-        with conn, conn.makefile("rb") as reader:
-            conn.settimeout(120)
-            client_handshake(conn, reader, token, want)
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
-                for member in tar:
-                    path = member.name[len("files/") :] if member.name.startswith("files/") else None
-                    if not member.isreg() or path not in partials or path in got:
-                        raise Refused(f"refusing {member.name}: not a file of the manifest this node asked for")
-                    if member.size != manifest[path]["size"]:
-                        raise Refused(
-                            f"refusing {member.name}: {member.size} bytes, the manifest's {manifest[path]['size']}"
-                        )
-                    _write_file(tar, member, partials[path], manifest[path], received)
-                    got.add(path)
+        _take_stream(conn, token, want, take)
         missing = sorted(p for p in want if p not in got)
         if missing:
             raise Refused(f"the source sent no {', '.join(missing[:5])}: run the role again")
