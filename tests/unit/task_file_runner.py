@@ -32,11 +32,18 @@ def run_task_file(tmp_path, tasks_file, variables, *, name, hostvars=None, args=
             "tasks": [{"name": name, "ansible.builtin.include_tasks": {"file": str(tasks_file)}}],
         }
     ]
-    (tmp_path / "play.json").write_text(json.dumps(play))
     inventory = "localhost,"
     if hostvars is not None:
         inventory = str(tmp_path / "hosts.yml")
         Path(inventory).write_text(yaml.safe_dump({"all": {"hosts": {"localhost": hostvars}}}))
+    return run_play(tmp_path, play, inventory, args=args, env=env, timeout=timeout)
+
+
+def run_play(tmp_path, play, inventory, *, args=(), env=None, timeout=300):
+    """(returncode, stdout + stderr) of ansible-playbook on ``play`` (a list of plays, written to play.json) with
+    ``inventory`` (a path, or ansible-playbook's ``host,`` form), run in ``tmp_path`` with the checkout's collections
+    and its own ANSIBLE_HOME and temporary folder; ``env``: more of its environment."""
+    (tmp_path / "play.json").write_text(json.dumps(play))
     environment = {
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),

@@ -13,14 +13,12 @@ with or without its CA; no certificate at all (plain HTTP); a host outside gb10_
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from task_file_runner import REPO, run_role_tasks
+from task_file_runner import run_play, run_role_tasks
 from tls_material import certificate_only, expired, sim_tls, with_another_key
 
 PLAN = {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}, "serving_hosts": ["localhost"]}
@@ -107,25 +105,8 @@ def test_every_certificate_problem_is_named_with_its_node_and_fix(tmp_path, mate
             ],
         }
     ]
-    (tmp_path / "play.json").write_text(json.dumps(play))
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORKS": "4",
-    }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "hosts.yml", "play.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    rc, out = run_play(tmp_path, play, str(tmp_path / "hosts.yml"), env={"ANSIBLE_FORKS": "4"})
+    assert rc == 0, out[-4000:]
     found = json.loads((tmp_path / "problems.json").read_text())
     for host, (_settings, expected) in {**given, "not-a-proxy": ({}, [])}.items():
         problems = found[host]
@@ -134,7 +115,7 @@ def test_every_certificate_problem_is_named_with_its_node_and_fix(tmp_path, mate
             assert problem.startswith(f"{host}: ") and wanted in problem and "Fix:" in problem, (host, problem)
     # The key is never printed: not the PEM's, not in any problem.
     key = Path(material["pem"]).read_text().split("-----BEGIN PRIVATE KEY-----")[1].split("-----END")[0]
-    assert key.strip().splitlines()[0] not in done.stdout + done.stderr
+    assert key.strip().splitlines()[0] not in out
 
 
 def test_the_role_refuses_before_it_writes_anything(tmp_path, material):
