@@ -362,3 +362,11 @@ def test_pitfall_unpublished_version_is_named_in_the_refusal():
     text = lockstep.apt_failure_text(result["stdout"], result["stderr"])
     assert text == "E: Version '580.999-0ubuntu0.24.04.1' for 'nvidia-driver-580-open' was not found"
     assert lockstep.simulated_moves(result["stdout"]) == []
+
+
+def test_hold_changes_names_each_package_to_mark_once_and_the_unknown_ones():
+    packages = lockstep.parse_dpkg_query(
+        "a 1.0 install ok installed\nb 1.0 hold ok installed\nc 1.0 deinstall ok config-files\n"
+    )
+    assert lockstep.hold_changes(packages, ["a", "b", "a", "c", "d"]) == (["c", "d"], [("a", "install", "hold")])
+    assert lockstep.hold_changes(packages, ["a", "b"], held=False) == ([], [("b", "hold", "install")])

@@ -42,7 +42,7 @@ def _role_vars(**overrides):
 
 
 def _module(task):
-    return next(k for k in task if k.startswith("ansible.builtin."))
+    return next(k for k in task if k.startswith(("ansible.builtin.", "gb10.serving.")))
 
 
 def test_pitfall_lockstep_pin_install_hold_with_a_rescue_that_puts_the_old_pins_and_holds_back():
@@ -54,7 +54,7 @@ def test_pitfall_lockstep_pin_install_hold_with_a_rescue_that_puts_the_old_pins_
     block = tasks[2]
     steps = [_module(t) for t in block["block"]]
     # pin (configure.yml: the preferences template), then install, then hold
-    assert steps == ["ansible.builtin.import_tasks", "ansible.builtin.apt", "ansible.builtin.dpkg_selections"]
+    assert steps == ["ansible.builtin.import_tasks", "ansible.builtin.apt", "gb10.serving.package_holds"]
     assert block["block"][0]["ansible.builtin.import_tasks"] == "configure.yml"
     configure = _tasks("configure.yml")
     assert configure[0]["ansible.builtin.template"]["src"] == "nvidia-lockstep.pref.j2"
