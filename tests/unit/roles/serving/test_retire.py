@@ -32,7 +32,9 @@ def test_pitfall_old_watchdog_stops_new_topology():
     # Conflicts= stops the new one. Every unit and watchdog of every topology is retired with disable --now.
     phases = SITE["retire_phases"]
     assert sorted(unit for phase in phases for unit in phase) == sorted(SITE["all"])
-    assert "_serving_plan.units.all" in RETIRE[0]["loop"] and "_serving_node.unit_names" in RETIRE[0]["loop"]
+    found = RETIRE[0]["ansible.builtin.find"]
+    assert found["paths"] == "/etc/systemd/system" and found["file_type"] == "any" and found["recurse"] is False
+    assert "_serving_plan.units.all" in found["patterns"] and "_serving_node.unit_names" in found["patterns"]
     for task in _phase_tasks():
         module = task["ansible.builtin.systemd_service"]
         assert module["state"] == "stopped"
@@ -69,3 +71,9 @@ def test_switch_reads_every_unit_that_makes_a_topology_run_from_the_plan():
     ):
         assert read in SWITCH_STATE, read
     assert "gb10-" not in SWITCH_STATE
+
+
+def test_every_unit_name_is_a_literal_find_pattern():
+    # retire.yml finds the other topology's units with one ansible.builtin.find, each name a fnmatch pattern: a glob
+    # character in a name would match other files than that unit.
+    assert all(not set(unit) & set("*?[]!") for unit in SITE["all"]), SITE["all"]
