@@ -39,7 +39,7 @@ def variables(**overrides):
         "ansible_managed": "Ansible managed",
         "inventory_hostname": "spark-1",
         "_monitoring_servers": ["spark-1"],
-        "__monitoring_targets": _monitoring.targets(PLAN, ADDRESSES, defaults["monitoring_node_exporter_port"], {}),
+        "_monitoring_targets": _monitoring.targets(PLAN, ADDRESSES, defaults["monitoring_node_exporter_port"], {}),
         "_monitoring_exporter_listen": "10.77.0.11:9100",
         "_monitoring_prometheus_args": [
             "--config.file=/etc/prometheus/prometheus.yml",
