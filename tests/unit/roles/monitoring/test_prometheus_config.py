@@ -25,7 +25,7 @@ def test_every_template_starts_with_ansible_managed():
 def test_pitfall_metrics_through_proxy_every_replica_is_its_own_target(tmp_path):
     # Seed 002: counters read through the proxy jumped between replicas. The vllm job's targets are each replica's
     # own address and port; the proxy's port 8080 is no target.
-    config, _ = write_config(tmp_path)
+    config = write_config(tmp_path)[0]
     jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
     assert sorted(jobs) == ["haproxy", "node", "vllm"]
     vllm = yaml.safe_load((tmp_path / "gb10" / "vllm.yml").read_text())
@@ -36,7 +36,7 @@ def test_pitfall_metrics_through_proxy_every_replica_is_its_own_target(tmp_path)
 
 @NEEDS_PROMTOOL
 def test_prometheus_yml_passes_promtool_check_config(tmp_path):
-    config, _ = write_config(tmp_path)
+    config = write_config(tmp_path)[0]
     checked = promtool("check", "config", config)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "WARNING" not in checked.stdout + checked.stderr
@@ -44,7 +44,7 @@ def test_prometheus_yml_passes_promtool_check_config(tmp_path):
 
 @NEEDS_PROMTOOL
 def test_rules_pass_promtool_check_rules(tmp_path):
-    _, rules = write_config(tmp_path)
+    rules = write_config(tmp_path)[1]
     checked = promtool("check", "rules", rules)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert re.search(r"SUCCESS: 11 rules found", checked.stdout), checked.stdout
@@ -52,7 +52,7 @@ def test_rules_pass_promtool_check_rules(tmp_path):
 
 @NEEDS_PROMTOOL
 def test_a_broken_rule_is_refused_by_the_same_check(tmp_path):
-    _, rules = write_config(tmp_path, monitoring_rate_window="1 minute")
+    rules = write_config(tmp_path, monitoring_rate_window="1 minute")[1]
     assert promtool("check", "rules", rules).returncode != 0
 
 
