@@ -4,6 +4,8 @@
 #   ninja (ninja-build) and gcc: the FlashInfer stand-in's unit tests compile real units; g++: the toolchain-gap tests
 #   link a C++ unit with FlashInfer's link driver (c++); make;
 #   haproxy: the proxy role's unit tests run Debian's HAProxy 2.6 on its rendered configuration;
+#   promtool (Debian's prometheus, no recommends, its server disabled): the monitoring role's unit tests check
+#   its rendered configuration and rules with promtool 2.42 and run its recording rules' promtool unit test;
 #   openssl: sim/tls.py makes the simulation's CA and the proxy's certificate, the proxy role's TLS checks read PEMs;
 #   the shellcheck package: ansible-test sanity's shellcheck test (scripts/sanity.sh refuses to let it be skipped);
 #   and a Docker engine that answers `docker info` (started with systemctl, else dockerd in the background).
@@ -83,6 +85,17 @@ packages() {
   done
 }
 
+# promtool ships only in Debian's prometheus package, whose install starts a Prometheus where systemd runs: installed
+# without recommends (no exporters), and that server stopped and disabled again (the tests need promtool alone).
+promtool_package() {
+  have promtool && return 0
+  apt_install "promtool (prometheus)" --no-install-recommends prometheus
+  if have systemctl && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  have promtool || die "promtool is still missing after installing prometheus"
+}
+
 engine() {
   engine_answers && return 0
   if [ "$(id -u)" != 0 ]; then
@@ -113,6 +126,6 @@ engine() {
 
 case "${1:-all}" in
   venv) venv_package ;;
-  all) packages; engine ;;
+  all) packages; promtool_package; engine ;;
   *) die "usage: $0 [venv]" ;;
 esac

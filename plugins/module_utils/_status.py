@@ -148,9 +148,12 @@ def render_text(topology, model, image, nodes, total):
     return lines
 
 
-def scrape_targets(replicas):
-    """Prometheus file_sd entries, one per replica: [{"targets": ["addr:port"], "labels": {...}}]."""
+def scrape_targets(replicas, job="vllm"):
+    """Prometheus file_sd entries, one per replica (or other endpoint): [{"targets": ["addr:port"], "labels": {...}}].
+
+    ``replicas``: [{node, address, port}]; sorted by node, so a rewrite with the same endpoints is the same file.
+    """
     return [
-        {"targets": [f"{r['address']}:{r['port']}"], "labels": {"job": "vllm", "node": r["node"]}}
+        {"targets": [f"{r['address']}:{r['port']}"], "labels": {"job": job, "node": r["node"]}}
         for r in sorted(replicas, key=lambda r: r["node"])
     ]

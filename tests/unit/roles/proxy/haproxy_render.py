@@ -24,6 +24,7 @@ NEEDS_HAPROXY = pytest.mark.skipif(
 
 def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    shared = yaml.safe_load((ROLE.parent / "gb10" / "defaults" / "main.yml").read_text())
     nodes = {f"spark-{i + 1}": {"port": 8000, "max_num_seqs": seqs} for i, seqs in enumerate(max_seqs)}
     # keep_trailing_newline: Ansible's template keeps a template's last newline (HAProxy refuses a file without it).
     env = jinja2.Environment(
@@ -39,6 +40,9 @@ def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
         "_proxy_anonymous": False,
         "_proxy_tls_cert": "",
         "hostvars": {host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
+        # the proxy node's own fabric address (HAProxy's Prometheus endpoint binds it)
+        "gb10_fabric_address": "192.168.200.11",
+        "gb10_proxy_metrics_port": shared["gb10_proxy_metrics_port"],
         **defaults,
     }
     variables.update(overrides)
@@ -66,6 +70,9 @@ class LiveHAProxy:
         keys = self.folder / "api-keys"
         keys.write_text(f"Bearer {api_key}\n")
         self.port = free_port()
+        # HAProxy's Prometheus endpoint on the "fabric" address, here loopback.
+        overrides.setdefault("gb10_fabric_address", "127.0.0.1")
+        self.metrics_port = overrides.setdefault("gb10_proxy_metrics_port", free_port())
         self.config = self.folder / "haproxy.cfg"
         plan = {
             "profile": "pair",

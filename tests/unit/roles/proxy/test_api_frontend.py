@@ -87,6 +87,20 @@ def test_public_frontend_wants_the_key_and_serves_only_v1_and_health(tmp_path, r
 
 
 @NEEDS_HAPROXY
+def test_prometheus_endpoint_on_the_fabric_answers_metrics_and_nothing_else(tmp_path, replica):
+    proxy = started(tmp_path, replica)
+    try:
+        base = f"http://127.0.0.1:{proxy.metrics_port}"
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        assert answer.status == 200 and "haproxy_backend_active_servers" in text
+        for path in ("/stats", "/v1/models", "/health"):
+            assert ask(f"{base}{path}", key=KEY)[0] == 404, path
+    finally:
+        proxy.stop()
+
+
+@NEEDS_HAPROXY
 def test_anonymous_frontend_only_when_asked_still_only_v1_and_health(tmp_path, replica):
     proxy = started(tmp_path, replica, _proxy_anonymous=True)
     try:

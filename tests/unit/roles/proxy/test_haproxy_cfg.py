@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from haproxy_render import render
+from haproxy_render import NEEDS_HAPROXY, LiveHAProxy, render
 
 
 def test_leastconn_with_per_replica_maxconn_from_the_plan():
@@ -23,6 +23,25 @@ def test_admin_socket_and_stats_on_loopback_only():
     assert "stats socket /run/haproxy/admin.sock mode 600 level admin" in cfg
     stats = cfg[cfg.index("frontend gb10_stats") :]
     assert "bind 127.0.0.1:8404" in stats and "use-service prometheus-exporter" in stats
+
+
+def test_prometheus_endpoint_on_the_fabric_serves_only_metrics():
+    # roles/monitoring's Prometheus scrapes HAProxy from its own node, so this one listener is on the fabric.
+    cfg = render()
+    metrics = cfg[cfg.index("frontend gb10_metrics") :]
+    assert re.search(r"^\s+bind 192\.168\.200\.11:8405$", metrics, re.M)
+    rules = re.findall(r"^\s+http-request (.*)$", metrics, re.M)
+    assert rules == ["use-service prometheus-exporter if { path /metrics }", "deny deny_status 404"]
+    assert "stats enable" not in metrics
+    assert "frontend gb10_metrics" not in render(gb10_proxy_metrics_port=0)
+
+
+@NEEDS_HAPROXY
+def test_prometheus_endpoint_on_the_fabric_passes_haproxy_check(tmp_path):
+    for port in (8405, 0):
+        (tmp_path / str(port)).mkdir()
+        checked = LiveHAProxy(tmp_path / str(port), gb10_proxy_metrics_port=port).check()
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_pitfall_proxy_max_fails_lockout_after_both_backends_return():
