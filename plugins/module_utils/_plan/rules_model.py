@@ -190,10 +190,14 @@ def model_attention_heads(ctx):
 
 @rule("kv_cache_memory_bytes", pitfall="input validation")
 def kv_cache_memory_bytes(ctx):
-    if ctx.explicit_kv_invalid:
+    # A value vLLM's parser refuses is vllm_flag_type's (one verdict per value); this is what it takes and the plan
+    # cannot size, such as "None" (no explicit cache at all).
+    refused = any(f["rule"] == "vllm_flag_type" and f["value"] == ctx.explicit_kv for f in ctx.option_findings)
+    if ctx.explicit_kv_invalid and not refused:
         yield violation(
             ALL_NODES,
             "kv_cache_memory_bytes",
             ctx.explicit_kv,
             f"--kv-cache-memory-bytes {ctx.explicit_kv!r} is not a size: write bytes or a vLLM size such as 6G",
         )
+

@@ -96,5 +96,9 @@ def test_model_attention_heads():
 
 
 def test_kv_cache_memory_bytes():
-    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "lots"})), "kv_cache_memory_bytes")
-    assert violation["value"] == "lots" and "such as 6G" in violation["message"]
+    # "None" passes vLLM's parser (optional_type: no explicit cache) but is not a size the plan can budget
+    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "None"})), "kv_cache_memory_bytes")
+    assert violation["value"] == "None" and "such as 6G" in violation["message"]
+    # what vLLM's parser refuses is reported once, by vllm_flag_type
+    only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "lots"})), "vllm_flag_type")
+
