@@ -116,9 +116,8 @@ def check(argv, env, model_dir=None):
         validate_api_server_args(args)
 
     stages.append(("parsers", parsers))
-    if model_dir and getattr(args, "distributed_executor_backend", None) == "ray" and not _has_ray():
-        results.append(("engine", "not checked: Ray is not installed in this venv (the ray executor needs it)"))
-    elif model_dir:
+    unchecked = model_dir and getattr(args, "distributed_executor_backend", None) == "ray" and not _has_ray()
+    if model_dir and not unchecked:
         stages.append(("engine", lambda: AsyncEngineArgs.from_cli_args(args).create_engine_config()))
     with _env({"HF_HUB_OFFLINE": "1", **env}):  # the model is a local directory: never ask the hub
         for stage, run in stages:
@@ -128,6 +127,8 @@ def check(argv, env, model_dir=None):
                 results.append((stage, f"refused: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"))
                 break
             results.append((stage, "ok"))
+    if unchecked and all(verdict == "ok" for _, verdict in results):
+        results.append(("engine", "not checked: Ray is not installed in this venv (the ray executor needs it)"))
     return results
 
 
