@@ -8,8 +8,10 @@ long-context recall request of about that many tokens and watches every node; th
 into a verdict and the report. A rung trips when, on any node: MemAvailable fell below the abort threshold
 (default 4 GiB), earlyoom signalled a process, the kernel logged an OOM kill or a UVM error since the rung
 started, or the ssh round trip degraded (an OOM on unified memory took sshd down while ICMP still answered).
-A rung also trips when serving did not come up or the recall answer lacks the needle. The first tripped rung
-stops the climb; the rung below it is the working configuration.
+A rung also trips when serving did not come up or the recall answer lacks the needle. A rung the serving plan
+refuses (its violations, such as a context above the model's length) is judged before anything on a node changes
+for it: nothing is restarted, nothing is watched. The first tripped rung stops the climb; the rung below it is the
+working configuration.
 """
 
 from __future__ import annotations
@@ -107,13 +109,31 @@ def evaluate_node(
     return reasons
 
 
-def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors=None, **limits):
-    """{"rung", "tripped", "reasons", "measurements"} for one rung over every node's observations.
+def plan_refusal(rung, violations):
+    """The verdict on a rung the serving plan refused: its violations in the plan's own words, no measurements.
+
+    ``violations``: the plan's, each {"node", "rule", "value", "message"[, "fix"]} (the message names the numbers
+    and the fix). Nothing on a node changed for the rung, so there is nothing measured and nothing to restore.
+    """
+    reasons = [f"the plan refused --max-model-len {rung}; nothing on a node changed for it"]
+    for found in violations:
+        text = f"the plan: [{found.get('node', 'all')}] {found.get('rule')}: {found.get('message')}"
+        reasons.append(text + (f" Fix: {found['fix']}" if found.get("fix") else ""))
+    return {"rung": rung, "tripped": True, "refused_by": "plan", "reasons": reasons, "measurements": {}}
+
+
+def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors=None, plan_violations=None, **limits):
+    """{"rung", "tripped", "refused_by", "reasons", "measurements"} for one rung over every node's observations.
 
     ``recall_answer``: the answer text, or a list of them (one per replica: every one must hold the needle).
     ``serving_errors``: {node: [the engine's error lines]} where serving did not come up (its journal's words,
     such as vLLM's refusal when the KV cache cannot hold one request of the rung).
+    ``plan_violations``: the serving plan's violations for the rung; when there are any, the rung was never
+    applied and they alone are the verdict (plan_refusal). ``refused_by``: "plan", "engine" (serving did not
+    come up) or None.
     """
+    if plan_violations:
+        return plan_refusal(rung, plan_violations)
     reasons = []
     answers = recall_answer if isinstance(recall_answer, list) else ([] if recall_answer is None else [recall_answer])
     if not serving_ok:
@@ -138,19 +158,27 @@ def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors
             "kernel_trips": len(kernel_trips(obs.get("kernel_lines") or [])),
             "ssh_rtt_max_s": round(max(rtts), 3) if rtts else None,
         }
-    return {"rung": rung, "tripped": bool(reasons), "reasons": reasons, "measurements": measurements}
+    return {
+        "rung": rung,
+        "tripped": bool(reasons),
+        "refused_by": None if serving_ok else "engine",
+        "reasons": reasons,
+        "measurements": measurements,
+    }
 
 
 def next_step(planned, results):
-    """What the climb does next: {"action": "climb"|"restore"|"done", "rung", "working"}.
+    """What the climb does next: {"action": "climb"|"restore"|"stop"|"done", "rung", "working"}.
 
     ``results`` are evaluate_rung() outputs in climbing order. After a trip, the rung below becomes the working
-    configuration and is restored (None when the first rung tripped: nothing held).
+    configuration (None when the first rung tripped: nothing held): restored when the tripped rung was applied,
+    left as it runs ("stop") when the plan refused the tripped rung, which then never reached a node.
     """
     held = [r["rung"] for r in results if not r["tripped"]]
     working = held[-1] if held else None
     if results and results[-1]["tripped"]:
-        return {"action": "restore", "rung": working, "working": working}
+        action = "stop" if results[-1].get("refused_by") == "plan" else "restore"
+        return {"action": action, "rung": working, "working": working}
     remaining = [r for r in planned if r not in {x["rung"] for x in results}]
     if remaining:
         return {"action": "climb", "rung": remaining[0], "working": working}
@@ -165,6 +193,7 @@ def report(profile, planned, results, limits):
         "planned_rungs": list(planned),
         "working_rung": step["working"],
         "stopped_at": results[-1]["rung"] if results and results[-1]["tripped"] else None,
+        "stopped_by": results[-1].get("refused_by") if results and results[-1]["tripped"] else None,
         "limits": dict(limits),
         "rungs": list(results),
     }
@@ -176,13 +205,16 @@ def render_markdown(rep):
         f"# Context ladder: {rep['profile']}",
         "",
         f"Working rung: **{rep['working_rung'] if rep['working_rung'] is not None else 'none held'}**"
-        + (f"; stopped at {rep['stopped_at']}" if rep["stopped_at"] else ""),
+        + (f"; stopped at {rep['stopped_at']}" if rep["stopped_at"] else "")
+        + (" (refused by the plan: nothing on a node changed for it)" if rep.get("stopped_by") == "plan" else ""),
         "",
         "| rung | node | MemAvailable min MiB | earlyoom kills | kernel OOM/UVM | ssh max s | verdict |",
         "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for res in rep["rungs"]:
         verdict = "tripped" if res["tripped"] else "held"
+        if res.get("refused_by") == "plan":
+            lines.append(f"| {res['rung']} | all | - | - | - | - | refused by the plan |")
         for node, m in sorted(res["measurements"].items()):
             mem = "-" if m["mem_available_min_mib"] is None else m["mem_available_min_mib"]
             rtt = "-" if m["ssh_rtt_max_s"] is None else m["ssh_rtt_max_s"]

@@ -10,6 +10,11 @@ from the real parser by ``sim/vllm_catalog/generate.py``; see that script for th
 vLLM's own parser is built with ``allow_abbrev`` on, so it silently expands a unique prefix
 (``--kv-cache-memory`` becomes ``--kv-cache-memory-bytes``). ``lookup`` never does: an option is either an
 exact entry of the catalog or it is refused, with the expansion argparse would have made named in the reason.
+
+From format 2 on, each option also records the converter argparse applies to its value (``type``, ``optional``)
+and the catalog the parser names ``vllm serve`` accepts (``registries``); ``value_error`` mirrors those converters
+(vllm/engine/arg_utils.py, vllm/utils/argparse_utils.py) so that a value vLLM's parser refuses is refused here.
+A format 1 catalog has no types: its values are not checked.
 """
 
 from __future__ import annotations
@@ -21,6 +26,20 @@ import re
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_catalog")
 _FILE_RE = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.+-]*)\.json$")
+FORMATS = (1, 2)
+# vLLM's human_readable_int: a number with a decimal (k m g t) or binary (K M G T) suffix, else a plain int
+_HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_JSON_OBJECT_RE = re.compile(r"(?s)^\s*{.*}\s*$")
+# what the plan names a converter in its messages
+TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "human_int": "an integer (or with a k/m/g/t or K/M/G/T suffix, e.g. 8k)",
+    "human_int_or_auto": "an integer (or with a k/m/g/t or K/M/G/T suffix, or -1 / auto)",
+    "json": "JSON",
+    "json_config": "a JSON object",
+    "json_or_str": "a JSON object or a plain string",
+}
 
 
 class CatalogError(Exception):
@@ -55,7 +74,71 @@ def load(version, catalog_dir=CATALOG_DIR):
         raise CatalogError(f"vLLM flag catalog {path} is unreadable: {exc}") from exc
     if not isinstance(data.get("options"), dict) or data.get("vllm_version") != version:
         raise CatalogError(f"vLLM flag catalog {path} is not a catalog of release {version}")
+    if data.get("format", 1) not in FORMATS:
+        raise CatalogError(
+            f"vLLM flag catalog {path} has format {data.get('format')!r}; this collection reads formats "
+            f"{', '.join(map(str, FORMATS))}"
+        )
     return data
+
+
+def _human_int(word):
+    word = word.strip()
+    match = _HUMAN_RE.fullmatch(word)
+    if match:
+        number, suffix = match.groups()
+        power = "kmgt".index(suffix.lower()) + 1
+        if suffix.islower():
+            return int(float(number) * 10 ** (3 * power))
+        if "." in number:
+            raise ValueError(f"no decimals with the binary suffix {suffix} (did you mean {suffix.lower()}?)")
+        return int(number) * 2 ** (10 * power)
+    return int(word)
+
+
+def _human_int_or_auto(word):
+    if word.strip() == "-1" or word.strip().lower() == "auto":
+        return -1
+    return _human_int(word)
+
+
+def _json_or_str(word):
+    return json.loads(word) if _JSON_OBJECT_RE.match(word) else word
+
+
+_CONVERTERS = {
+    "int": int,
+    "float": float,
+    "human_int": _human_int,
+    "human_int_or_auto": _human_int_or_auto,
+    "json": json.loads,
+    "json_config": json.loads,
+    "json_or_str": _json_or_str,
+}
+
+
+def value_error(spec, word):
+    """Why vLLM's parser refuses ``word`` as a value of the option ``spec`` ("" when it converts).
+
+    Mirrors the converter the catalog records (``type``): str and converters the catalog marks ``other`` take
+    any word; ``optional`` ones also take "" and "None". ``json_config`` is checked as JSON only (vLLM then
+    validates the config's fields, which no catalog records).
+    """
+    convert = _CONVERTERS.get(spec.get("type"))
+    if convert is None or (spec.get("optional") and word in ("", "None")):
+        return ""
+    try:
+        convert(word)
+    except (TypeError, ValueError) as exc:
+        return f"{word!r} is not {TYPE_WORDS[spec['type']]} ({exc})"
+    return ""
+
+
+def parser_names(catalog, kind):
+    """The tool-call (``kind`` "tool_call_parsers") or reasoning ("reasoning_parsers") parser names of the release;
+    None when the catalog does not record them (format 1)."""
+    names = (catalog.get("registries") or {}).get(kind)
+    return list(names) if isinstance(names, list) else None
 
 
 def lookup(catalog, option):
@@ -116,6 +199,8 @@ def parse_argv(catalog, argv):
                 errors.append(f"{name} needs a value")
         if detail.get("choices") and any(v not in detail["choices"] for v in values):
             errors.append("{} must be one of {}, not {}".format(name, ", ".join(detail["choices"]), " ".join(values)))
+        elif not detail.get("json"):
+            errors.extend(f"{name}: {problem}" for problem in (value_error(detail, v) for v in values) if problem)
         if detail.get("json"):
             for value in values:
                 try:

@@ -14,8 +14,10 @@ description:
     a rung ran - MemAvailable samples, earlyoom lines and kernel lines since the rung started, ssh round trips -
     plus whether serving came up and whether the recall answer holds the needle.
   - A rung trips on MemAvailable below C(mem_abort_mib) on any node, any earlyoom kill, a kernel OOM or UVM line,
-    or a degraded ssh round trip. Returns the next step - climb, restore the last rung that held, or done - and
-    the report as data and Markdown.
+    or a degraded ssh round trip. A rung the serving plan refused (C(plan_violations)) trips on the plan's own
+    words alone (it was never applied, so nothing was measured and there is nothing to restore).
+  - Returns the next step - climb, restore the last rung that held, stop (the plan refused the rung, and the rung
+    below still runs as it was) or done - and the report as data and Markdown.
 options:
   profile:
     description: The serving profile climbed (for the report).
@@ -48,6 +50,13 @@ options:
       the reason of the trip).
     type: dict
     default: {}
+  plan_violations:
+    description: The serving plan's violations for this rung (the serving_plan module's C(violations), each
+      with node, rule, value and message). Any violation makes the verdict a refusal by the plan, reported in
+      the plan's words, whatever the other options say.
+    type: list
+    elements: dict
+    default: []
   recall_answers:
     description: The recall answers, one per replica (an error text where a request failed); every one must
       hold the needle. Empty when no answer came.
@@ -88,15 +97,27 @@ EXAMPLES = r"""
     recall_answers: ["4711", "4711"]
     needle: "4711"
   delegate_to: localhost
+
+- name: Judge a rung the plan refused (never applied)
+  gb10.serving.ladder_verdict:
+    profile: "{{ serving_profile }}"
+    planned: [32768, 131072, 262144]
+    previous: "{{ __ladder_results }}"
+    rung: 262144
+    nodes: {}
+    serving_ok: false
+    plan_violations: "{{ __ladder_rung_plan.violations }}"
+    needle: "4711"
+  delegate_to: localhost
 """
 
 RETURN = r"""
 result:
-  description: rung, tripped, reasons, measurements per node.
+  description: rung, tripped, refused_by (plan, engine or null), reasons, measurements per node.
   type: dict
   returned: always
 next:
-  description: action (climb, restore or done), rung, working.
+  description: action (climb, restore, stop or done), rung, working.
   type: dict
   returned: always
 report:
@@ -124,6 +145,7 @@ def main():
             "nodes": {"type": "dict", "required": True},
             "serving_ok": {"type": "bool", "required": True},
             "serving_errors": {"type": "dict", "default": {}},
+            "plan_violations": {"type": "list", "elements": "dict", "default": []},
             "recall_answers": {"type": "list", "elements": "str", "default": []},
             "needle": {"type": "str", "required": True, "no_log": False},
             "mem_abort_mib": {"type": "int", "default": _ladder.DEFAULT_MEM_ABORT_MIB},
@@ -139,7 +161,14 @@ def main():
         module.fail_json(msg=str(exc))
     limits = {k: p[k] for k in ("mem_abort_mib", "ssh_limit_s", "ssh_factor")}
     result = _ladder.evaluate_rung(
-        p["rung"], p["nodes"], p["serving_ok"], p["recall_answers"], p["needle"], p["serving_errors"], **limits
+        p["rung"],
+        p["nodes"],
+        p["serving_ok"],
+        p["recall_answers"],
+        p["needle"],
+        p["serving_errors"],
+        plan_violations=p["plan_violations"],
+        **limits,
     )
     results = [*p["previous"], result]
     rep = _ladder.report(p["profile"], planned, results, limits)

@@ -15,7 +15,9 @@ description:
     environment and Ray start command per node, and the memory table per node (total, budget at the node's
     share, resident weights, drafter, activation reserve, KV cache, headroom, KV tokens).
   - Checks the profile against the field reports' pitfalls (image by digest, exact flags of the pinned vLLM
-    release with no prefix abbreviation, valid JSON values, text-only modality limits, tool parser, local
+    release with no prefix abbreviation, values the release's parser converts, registered tool-call and reasoning
+    parser names, valid JSON values, text-only modality limits, tool parser, context length within the model's
+    C(max_position_embeddings), MTP speculative decoding only on a checkpoint with MTP layers, local
     snapshot path and served model name, Ray/NCCL/GLOO on the fabric for tensor-parallel, memory headroom on
     every node on its own figures, MAX_JOBS forwarded) and fails with ALL violations, each naming node, rule,
     value and fix.

@@ -7,16 +7,28 @@ Run it with the Python of a throwaway venv that has the vLLM release installed (
 README.md next to this file). It builds the parser exactly as ``vllm serve`` does (``ServeSubcommand`` on a
 ``FlexibleArgumentParser`` sub-parser) and writes ``plugins/module_utils/vllm_catalog/vllm-<version>.json``:
 
-    {"format": 1, "vllm_version": "...", "allow_abbrev": true, "prog": "vllm serve",
+    {"format": 2, "vllm_version": "...", "allow_abbrev": true, "prog": "vllm serve",
      "positionals": [{"dest": "model_tag", "nargs": "?"}],
      "options": {"--kv-cache-memory-bytes": {"dest": ..., "takes_value": true, "nargs": null,
-                 "json": false, "json_or_string": false, "choices": null, "deprecated": false}, ...},
-     "normalisations": {"underscores": true, "dotted_json_keys": true}}
+                 "json": false, "json_or_string": false, "choices": null, "deprecated": false,
+                 "type": "human_int", "optional": true}, ...},
+     "normalisations": {"underscores": true, "dotted_json_keys": true},
+     "registries": {"tool_call_parsers": [...], "reasoning_parsers": [...]}}
 
 ``takes_value`` is false for switches (store_true, BooleanOptionalAction's --x / --no-x). ``json`` marks options
 whose value vLLM parses with json.loads (dicts and config dataclasses); ``json_or_string`` those that take
 either a JSON object or a plain string. ``normalisations`` records what vLLM's FlexibleArgumentParser rewrites
 before argparse sees it; the catalog's strict readers (the plan, the stand-in engine) do not.
+
+Format 2 adds, per option, ``type``: the converter argparse calls on the value, read from the action's ``type``
+callable (``TYPES``: ``int``, ``float``, ``str``, ``human_int`` (vLLM's human_readable_int: 4096, 8k, 8K),
+``human_int_or_auto`` (the same, or -1 / auto: --max-model-len), ``json`` (json.loads), ``json_config`` (a config
+dataclass validated from JSON), ``json_or_str`` (union_dict_and_str), ``switch`` (no value), ``other`` (a converter
+the readers do not mirror: they check only its choices)) and ``optional`` (wrapped in vLLM's optional_type, which
+also takes "" and "None"); and ``registries``: the names vLLM's ToolParserManager and ReasoningParserManager hold
+at start, which ``vllm serve`` checks --tool-call-parser (with --enable-auto-tool-choice) and --reasoning-parser
+against (vllm/entrypoints/launchers/launcher.py, validate_api_server_args). A --tool-parser-plugin or
+--reasoning-parser-plugin registers more names at start, which no catalog can list.
 """
 
 from __future__ import annotations
@@ -46,6 +58,60 @@ def _callable_mentions(func, names, depth=0):
     return False
 
 
+# The converters this script recognises, most specific first: a __qualname__ of the callable or of one it closes over.
+TYPES = (
+    ("_compute_kwargs.<locals>.parse_dataclass", "json_config"),
+    ("union_dict_and_str", "json_or_str"),
+    ("loads", "json"),
+    ("human_readable_int_or_auto", "human_int_or_auto"),
+    ("human_readable_int", "human_int"),
+    ("int", "int"),
+    ("float", "float"),
+    ("str", "str"),
+)
+
+
+def _names(func, depth=0):
+    """__qualname__ of ``func`` and of every callable it closes over (optional_type(parse_type(json.loads)))."""
+    if func is None or depth > 4:
+        return []
+    found = [getattr(func, "__qualname__", None) or type(func).__name__]
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(inner):
+            found.extend(_names(inner, depth + 1))
+    return found
+
+
+def value_type(action):
+    """``(type, optional)`` of an action: the converter argparse applies to its value (see the module doc)."""
+    if action.nargs == 0:
+        return "switch", False
+    names = _names(action.type)
+    optional = "optional_type.<locals>._optional_type" in names
+    if action.type is None:
+        return "str", False  # argparse keeps the word as it is
+    # union_dict_and_str closes over nothing but calls optional_type(json.loads) itself: match outermost first
+    for qualname, kind in TYPES:
+        if qualname in names:
+            return kind, optional
+    return "other", optional
+
+
+def registries():
+    """The tool-call and reasoning parser names ``vllm serve`` accepts without a plugin."""
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {
+        "tool_call_parsers": sorted(ToolParserManager.list_registered()),
+        "reasoning_parsers": sorted(ReasoningParserManager.list_registered()),
+    }
+
+
 def _nargs(action):
     if action.nargs is None:
         return None
@@ -65,6 +131,7 @@ def describe(parser, version):
         if action.choices is not None:
             choices = sorted(str(c) for c in action.choices if c is not None)
         deprecated = action in getattr(parser, "_deprecated", set())
+        kind, optional = value_type(action)
         for option in action.option_strings:
             options[option] = {
                 "dest": action.dest,
@@ -74,6 +141,8 @@ def describe(parser, version):
                 "json_or_string": bool(json_or_string),
                 "choices": choices,
                 "deprecated": bool(deprecated),
+                "type": kind,
+                "optional": optional,
             }
     normalisations = {}
     for key, probe in (
@@ -85,7 +154,7 @@ def describe(parser, version):
         except SystemExit:
             normalisations[key] = False
     return {
-        "format": 1,
+        "format": 2,
         "vllm_version": version,
         "generated_by": "sim/vllm_catalog/generate.py",
         "prog": parser.prog,
@@ -93,6 +162,7 @@ def describe(parser, version):
         "positionals": positionals,
         "options": dict(sorted(options.items())),
         "normalisations": normalisations,
+        "registries": registries(),
     }
 
 

@@ -132,7 +132,19 @@ def _verdict(name, value, catalog):
                 name, value, version, ", ".join(spec["choices"])
             ),
         ), None
-    return None, option_argv(name, value, spec)
+    words = option_argv(name, value, spec)
+    if not spec.get("json"):
+        for word in words[1:]:
+            problem = _vllm_catalog.value_error(spec, word)
+            if problem:
+                return violation(
+                    ALL_NODES,
+                    "vllm_flag_type",
+                    value,
+                    f"--{name} {problem}: vLLM {version}'s parser refuses it at start (exit 2). Write "
+                    f"{_vllm_catalog.TYPE_WORDS[spec['type']]} in vllm_options.{name}",
+                ), None
+    return None, words
 
 
 def options(profile_options, catalog):

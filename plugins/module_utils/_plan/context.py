@@ -175,6 +175,12 @@ def _derive_profile_values(ctx):
                 ctx.spec_config["model"] = spec["model"]
         ctx.drafter_gib = ctx.number(spec.get("drafter_gib"), 0.0, "speculative.drafter_gib")
     ctx.context_length = _positive_int(profile.get("context_length"))
+    # config.json facts vLLM checks at start (the plan cannot read the snapshot: the profile states them)
+    ctx.max_positions = _positive_int(model.get("max_position_embeddings"))
+    layers = model.get("mtp_layers")
+    ctx.mtp_layers = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers >= 0 else None
+    allow = str((profile.get("env") or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")).strip().lower()
+    ctx.allow_long_context = allow in ("1", "true")  # vllm/envs.py reads it so
     ctx.max_jobs = _positive_int(profile.get("max_jobs"))
     memory_cfg = profile.get("memory") or {}
     ctx.margin = ctx.number(memory_cfg.get("margin_gib"), 5.0, "memory.margin_gib")

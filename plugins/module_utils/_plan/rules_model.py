@@ -190,10 +190,94 @@ def model_attention_heads(ctx):
 
 @rule("kv_cache_memory_bytes", pitfall="input validation")
 def kv_cache_memory_bytes(ctx):
-    if ctx.explicit_kv_invalid:
+    # A value vLLM's parser refuses is vllm_flag_type's (one verdict per value); this is what it takes and the plan
+    # cannot size, such as "None" (no explicit cache at all).
+    refused = any(f["rule"] == "vllm_flag_type" and f["value"] == ctx.explicit_kv for f in ctx.option_findings)
+    if ctx.explicit_kv_invalid and not refused:
         yield violation(
             ALL_NODES,
             "kv_cache_memory_bytes",
             ctx.explicit_kv,
             f"--kv-cache-memory-bytes {ctx.explicit_kv!r} is not a size: write bytes or a vLLM size such as 6G",
         )
+
+
+_AT_START = "issue 16: the plan refuses before a model load what vLLM refuses at start"
+
+
+@rule("model_config_facts", pitfall="input validation")
+def model_config_facts(ctx):
+    given = ctx.model.get("max_position_embeddings")
+    if ctx.max_positions is None:
+        yield violation(
+            ALL_NODES,
+            "model_config_facts",
+            given,
+            f"model.max_position_embeddings must be the model's length in tokens from the snapshot's config.json "
+            f"(a positive whole number), got {given!r}: vLLM refuses a --max-model-len above it at start",
+        )
+    layers = ctx.model.get("mtp_layers")
+    if layers is not None and ctx.mtp_layers is None:
+        yield violation(
+            ALL_NODES,
+            "model_config_facts",
+            layers,
+            f"model.mtp_layers must be the number of multi-token-prediction layers the checkpoint ships (config.json's "
+            f"num_nextn_predict_layers; 0 for none), got {layers!r}",
+        )
+
+
+@rule("context_length_above_model", pitfall=_AT_START)
+def context_length_above_model(ctx):
+    length, limit = ctx.context_length, ctx.max_positions
+    if length is None or limit is None or length <= limit or ctx.allow_long_context:
+        return
+    yield violation(
+        ALL_NODES,
+        "context_length_above_model",
+        length,
+        f"context_length {length} (--max-model-len) is above the model's length: model.max_position_embeddings is "
+        f"{limit}, and vLLM refuses a longer --max-model-len at start (ValueError: User-specified max_model_len "
+        f"({length}) is greater than the derived max_model_len). Set context_length to at most {limit}, or serve a "
+        f"checkpoint made for {length} tokens (env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM start, but RoPE "
+        f"positions past {limit} give NaN)",
+    )
+
+
+def _mtp(method):
+    # vLLM 0.32 takes the model-specific names (deepseek_mtp, glm4_moe_mtp, ...) as deprecated spellings of mtp
+    return method == "mtp" or method.endswith("_mtp")
+
+
+@rule("speculative_method_model", pitfall=_AT_START)
+def speculative_method_model(ctx):
+    config = ctx.spec_config
+    if not config or not _mtp(str(config["method"])) or config.get("model"):
+        return  # MTP from another checkpoint (speculative.model) has that checkpoint's layers
+    layers, tokens = ctx.mtp_layers, config["num_speculative_tokens"]
+    if layers is None and ctx.model.get("mtp_layers") is not None:
+        return  # stated but not a count: model_config_facts says so
+    instead = (
+        "use speculative.method ngram (prompt lookup: no drafter weights, drafter_gib 0) or a draft model "
+        "(speculative.model)"
+    )
+    if layers is None:
+        message = (
+            f"speculative.method {config['method']} drafts with the checkpoint's own MTP layers, and "
+            "model.mtp_layers does not say it has any: state config.json's num_nextn_predict_layers as "
+            f"model.mtp_layers (0 when it has none), or {instead}"
+        )
+    elif layers == 0:
+        message = (
+            f"speculative.method {config['method']} needs the checkpoint's MTP layers and model.mtp_layers is 0: "
+            f"vLLM refuses it at start (NotImplementedError: Unsupported speculative method: 'mtp'); {instead}"
+        )
+    elif tokens > layers and tokens % layers:
+        message = (
+            f"speculative.num_tokens {tokens} is more than the checkpoint's {layers} MTP layers and not a multiple "
+            f"of them: vLLM refuses it at start (num_speculative_tokens:{tokens} must be divisible by "
+            f"n_predict={layers}). Use {layers} or a multiple of it"
+        )
+    else:
+        return
+    yield violation(ALL_NODES, "speculative_method_model", config["method"], message)

@@ -9,6 +9,7 @@ each ``vllm_option_*`` / ``vllm_flag_*`` rule reports the verdicts of its name.
 
 from __future__ import annotations
 
+import difflib
 import json
 
 from .. import _vllm_catalog
@@ -67,6 +68,37 @@ vllm_flag_takes_no_value = _reported("vllm_flag_takes_no_value")
 vllm_flag_json_invalid = _reported("vllm_flag_json_invalid")
 vllm_flag_json_shape = _reported("vllm_flag_json_shape")
 vllm_flag_choice = _reported("vllm_flag_choice")
+vllm_flag_type = _reported("vllm_flag_type")
+
+# The options whose value names a parser, the catalog registry it is looked up in, and the plugin option that can
+# register more names at start (then the names are the plugin's and not checked).
+_PARSERS = (
+    ("tool-call-parser", "tool_call_parsers", "tool-parser-plugin"),
+    ("reasoning-parser", "reasoning_parsers", "reasoning-parser-plugin"),
+)
+
+
+@rule("vllm_parser_name", pitfall=_FLAGS)
+def vllm_parser_name(ctx):
+    if not ctx.catalog:
+        return
+    for option, kind, plugin in _PARSERS:
+        value = ctx.options.get(option)
+        names = _vllm_catalog.parser_names(ctx.catalog, kind)
+        if not isinstance(value, str) or value in ("", "None") or names is None or ctx.options.get(plugin):
+            continue
+        if value not in names:
+            close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
+            hint = f" (closest: {', '.join(close)})" if close else ""
+            yield violation(
+                ALL_NODES,
+                "vllm_parser_name",
+                value,
+                f"--{option} {value!r} is not a registered parser of vLLM {ctx.catalog['vllm_version']}{hint}: "
+                f"vllm serve refuses an unknown name at start (KeyError: invalid {option.replace('-', ' ')})"
+                f"{' once --enable-auto-tool-choice is set' if option == 'tool-call-parser' else ''}. Use one of "
+                f"{', '.join(names)}, or set vllm_options.{plugin} to the module that registers it",
+            )
 
 
 def _limits(options):

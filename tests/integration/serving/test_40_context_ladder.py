@@ -1,13 +1,15 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""The context ladder climbs to a rung the stand-in cannot hold and restores the one below (issue 7, seed 004).
+"""The context ladder stops at a rung the plan refuses, before anything on a node changes for it (issue 7, seed 004).
 
 sim-replicas' context_rungs are 8192, 65536, 262144; this test climbs two of them, [8192, 262144] (make test's
-budget: each rung that changes restarts both replicas): the running 8192 holds (recall answered), 262144 is refused
-at startup with vLLM's own ValueError (the stand-in's KV cache is sized from its share of a GB10 scaled down 128
-times). The ladder stops there, restores 8192 as the working configuration (a restart: 262144 was written to the
-units) and writes its report (YAML and Markdown). Climbing over several held rungs is unit-tested
-(tests/unit/plugins/module_utils/test_ladder.py).
+budget). The running 8192 is applied again (the units do not change: nothing restarts) and holds (recall answered).
+262144 is above tiny-moe's max_position_embeddings, 8192: the plan refuses it (context_length_above_model), as vLLM
+0.32 refuses it at start, so the rung is judged on the plan's own words and never applied: no unit is written,
+nothing restarts, and the ladder stops with 8192 still serving as it was (nothing to restore). The stand-in would
+refuse 262144 too, with vLLM's KV-cache ValueError (it holds about 170K tokens on spark-1), but the plan stops it
+first; that refusal is unit-tested (tests/unit/sim/standin/test_standin_memory.py), as are climbing over several
+held rungs and a rung the engine refuses (tests/unit/plugins/module_utils/test_ladder.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import yaml
 from _api import api_headers
 
 NODES = ("spark-1", "spark-2")
+UNIT = "gb10-vllm.service"
 APPLY = "tests/integration/serving/serving_apply.yml"
 # Short watches and loose ssh limits: on a shared 2-core host a docker-exec round trip varies by seconds.
 SIM_LIMITS = {
@@ -27,12 +30,16 @@ SIM_LIMITS = {
     "context_ladder_mem_abort_mib": 512,
     "context_ladder_ssh_limit_s": 60.0,
     "context_ladder_ssh_factor": 100.0,
-    # The rung the stand-in cannot hold ends the wait at its first exit (gb10.serving.engine_ready), not here.
     "context_ladder_health_timeout": 120,
     "context_ladder_recall_timeout": 600,
     "context_ladder_recall_poll": 2,
     "context_ladder_rungs": [8192, 262144],
 }
+# context_length_above_model's words (plugins/module_utils/_plan/rules_model.py) for the refused rung.
+ABOVE_MODEL = (
+    "the plan: [all] context_length_above_model: context_length 262144 (--max-model-len) is above the model's "
+    "length: model.max_position_embeddings is 8192, and vLLM refuses a longer --max-model-len at start"
+)
 
 
 def _max_model_len(served_sim, node):
@@ -41,10 +48,21 @@ def _max_model_len(served_sim, node):
         return json.loads(answer.read())["data"][0]["max_model_len"]
 
 
-def test_ladder_stops_at_the_rung_the_stand_in_cannot_hold_and_restores_the_one_below(served_sim, tmp_path):
+def _invocations(served_sim):
+    """Each node's engine unit's InvocationID: a new one means the unit was (re)started."""
+    return {
+        node: served_sim.exec(node, "systemctl", "show", "--value", "-p", "InvocationID", UNIT).stdout.strip()
+        for node in NODES
+    }
+
+
+def test_ladder_stops_at_the_rung_the_plan_refuses_before_anything_changes(served_sim, tmp_path):
     report_dir = tmp_path / "ladder"
     restored = False
     try:
+        served_sim.wait_all_ready()
+        before = _invocations(served_sim)
+        assert all(before.values()), before
         served_sim.playbook(
             "playbooks/context_ladder.yml", {**SIM_LIMITS, "context_ladder_report_dir": str(report_dir)}
         )
@@ -52,25 +70,28 @@ def test_ladder_stops_at_the_rung_the_stand_in_cannot_hold_and_restores_the_one_
         markdown = (report_dir / "context-ladder.md").read_text()
         print("\n" + markdown)
         assert report["planned_rungs"] == [8192, 262144]
-        assert (report["working_rung"], report["stopped_at"]) == (8192, 262144)
-        held = {r["rung"]: r for r in report["rungs"]}
-        assert not held[8192]["tripped"], report["rungs"]
-        top = held[262144]
-        assert top["tripped"]
-        assert "serving did not become healthy with --max-model-len 262144" in top["reasons"]
-        refusals = [r for r in top["reasons"] if "To serve at least one request with the model's max seq len" in r]
-        assert refusals, top["reasons"]
-        assert "Working rung: **8192**; stopped at 262144" in markdown
-        assert "| 262144 | spark-1 |" in markdown
+        assert (report["working_rung"], report["stopped_at"], report["stopped_by"]) == (8192, 262144, "plan")
+        rungs = {r["rung"]: r for r in report["rungs"]}
+        assert not rungs[8192]["tripped"] and rungs[8192]["refused_by"] is None, report["rungs"]
+        top = rungs[262144]
+        assert (top["tripped"], top["refused_by"], top["measurements"]) == (True, "plan", {}), top
+        assert top["reasons"][0] == "the plan refused --max-model-len 262144; nothing on a node changed for it"
+        assert any(reason.startswith(ABOVE_MODEL) for reason in top["reasons"][1:]), top["reasons"]
+        assert not [r for r in top["reasons"] if "the engine said" in r or "did not become healthy" in r]
+        assert "Working rung: **8192**; stopped at 262144 (refused by the plan: nothing on a node changed" in markdown
+        assert "| 262144 | all | - | - | - | - | refused by the plan |" in markdown
+        assert "| 8192 | spark-1 |" in markdown and "| 262144 | spark-1 |" not in markdown
 
-        # The restored working configuration: both replicas serve with --max-model-len 8192 again.
+        # Nothing restarted: not the 8192 apply (units unchanged), not the refused rung, no restore.
+        assert _invocations(served_sim) == before
         served_sim.wait_all_ready()
         assert {node: _max_model_len(served_sim, node) for node in NODES} == dict.fromkeys(NODES, 8192)
-        unit = served_sim.exec("spark-1", "systemctl", "cat", "gb10-vllm.service").stdout
-        assert "--max-model-len 8192" in unit and "262144" not in unit
+        for node in NODES:
+            unit = served_sim.exec(node, "systemctl", "cat", UNIT).stdout
+            assert "--max-model-len 8192" in unit and "262144" not in unit, (node, unit)
         restored = True
     finally:
-        # The ladder's own restore was checked above; a serving apply (about 50 s) only when the test failed first.
+        # Checked above; a serving apply (about 50 s) only when the test failed first.
         if not restored:
             served_sim.playbook(APPLY)
             served_sim.wait_all_ready()

@@ -131,3 +131,69 @@ def test_a_rung_the_engine_refuses_is_reported_with_the_engines_words():
     assert result["reasons"][0] == "serving did not become healthy with --max-model-len 262144"
     assert result["reasons"][1] == f"spark-1: the engine said: {refusal}"
     assert len(result["reasons"]) == 2
+
+
+def above_model(length):
+    """context_length_above_model's violation (plugins/module_utils/_plan/rules_model.py), its message shortened."""
+    return {
+        "node": "all",
+        "rule": "context_length_above_model",
+        "value": length,
+        "message": (
+            f"context_length {length} (--max-model-len) is above the model's length: model.max_position_embeddings "
+            "is 8192, and vLLM refuses a longer --max-model-len at start. Set context_length to at most 8192"
+        ),
+    }
+
+
+def test_a_rung_the_plan_refuses_is_judged_on_the_plans_words_alone():
+    # Whatever the (stale) observations say: the rung was never applied, so nothing of it was measured.
+    out = _ladder.evaluate_rung(
+        262144,
+        {"spark-1": {}},
+        False,
+        [],
+        "7291",
+        {"spark-1": ["ValueError: x"]},
+        plan_violations=[above_model(262144)],
+    )
+    assert out == {
+        "rung": 262144,
+        "tripped": True,
+        "refused_by": "plan",
+        "reasons": [
+            "the plan refused --max-model-len 262144; nothing on a node changed for it",
+            f"the plan: [all] context_length_above_model: {above_model(262144)['message']}",
+        ],
+        "measurements": {},
+    }
+    with_fix = _ladder.plan_refusal(65536, [{**above_model(65536), "node": "spark-2", "fix": "lower it"}])
+    assert with_fix["reasons"][1].startswith("the plan: [spark-2] context_length_above_model: context_length 65536")
+    assert with_fix["reasons"][1].endswith(" Fix: lower it")
+
+
+def test_the_engine_refusal_and_a_held_rung_say_who_refused():
+    assert rung(32768, serving_ok=False)["refused_by"] == "engine"
+    assert rung(32768)["refused_by"] is None
+    assert rung(32768, {"spark-1": calm(mem=100)})["refused_by"] is None  # tripped on memory, not refused
+
+
+def test_a_plan_refused_rung_stops_the_climb_with_nothing_to_restore():
+    planned = [8192, 65536, 262144]
+    refused = _ladder.plan_refusal(65536, [above_model(65536)])
+    assert _ladder.next_step(planned, [rung(8192), refused]) == {"action": "stop", "rung": 8192, "working": 8192}
+    assert _ladder.next_step(planned, [refused]) == {"action": "stop", "rung": None, "working": None}
+    engine = rung(65536, serving_ok=False)
+    assert _ladder.next_step(planned, [rung(8192), engine])["action"] == "restore"
+
+    rep = _ladder.report("sim-replicas", planned, [rung(8192), refused], {"mem_abort_mib": 4096})
+    assert (rep["working_rung"], rep["stopped_at"], rep["stopped_by"]) == (8192, 65536, "plan")
+    md = _ladder.render_markdown(rep)
+    assert "Working rung: **8192**; stopped at 65536 (refused by the plan: nothing on a node changed for it)" in md
+    assert "| 65536 | all | - | - | - | - | refused by the plan |" in md
+    assert "| 65536 | spark-1 |" not in md
+    assert "- 65536: the plan: [all] context_length_above_model: context_length 65536" in md
+    assert "- not tried: 262144" in md
+    engine_rep = _ladder.report("sim-replicas", planned, [rung(8192), engine], {})
+    assert engine_rep["stopped_by"] == "engine"
+    assert "refused by the plan" not in _ladder.render_markdown(engine_rep)

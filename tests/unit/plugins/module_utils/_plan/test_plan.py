@@ -386,7 +386,7 @@ def test_pitfall_speculative_drafter_can_leave_no_kv_room():
 
 
 def test_kv_cache_too_small_for_one_full_context_request():
-    violation = only(run(replicas(context_length=1048576)), "memory_kv_context")
+    violation = only(run(replicas(context_length=1048576, model__max_position_embeddings=1048576)), "memory_kv_context")
     assert violation["node"] == "spark-b" and "fewer than one request" in violation["message"]
 
 

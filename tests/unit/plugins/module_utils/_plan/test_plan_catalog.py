@@ -42,6 +42,55 @@ def test_catalog_marks_json_valued_and_switch_options(catalog):
     assert "fp8" in options["--kv-cache-dtype"]["choices"]
 
 
+def test_catalog_records_the_converter_of_every_option_and_the_parser_registries(catalog):
+    # format 2, from the real parser's actions (sim/vllm_catalog/generate.py): what argparse converts each value with
+    assert catalog["format"] == 2
+    options = catalog["options"]
+    kinds = {"switch", "str", "int", "float", "human_int", "human_int_or_auto", "json", "json_config", "json_or_str"}
+    assert {spec["type"] for spec in options.values()} <= kinds | {"other"}
+    assert all(spec["type"] == "switch" for spec in options.values() if not spec["takes_value"])
+    expected = {
+        "--max-model-len": ("human_int_or_auto", False),
+        "--max-num-batched-tokens": ("human_int", False),
+        "--kv-cache-memory-bytes": ("human_int", True),
+        "--max-num-seqs": ("int", False),
+        "--port": ("int", False),
+        "--gpu-memory-utilization": ("float", False),
+        "--speculative-config": ("json", True),
+        "--compilation-config": ("json_config", False),
+        "--hf-overrides": ("json_or_str", False),
+        "--tool-call-parser": ("str", True),
+    }
+    assert {name: (options[name]["type"], options[name]["optional"]) for name in expected} == expected
+    registries = catalog["registries"]
+    assert {"hermes", "glm47", "qwen3_coder"} <= set(registries["tool_call_parsers"])
+    assert {"glm45", "deepseek_r1", "qwen3"} <= set(registries["reasoning_parsers"])
+
+
+@pytest.mark.parametrize(
+    ("option", "word", "refused"),
+    [
+        ("--max-num-seqs", "4", False),
+        ("--max-num-seqs", "4.0", True),
+        ("--max-num-batched-tokens", "25.6k", False),
+        ("--max-num-batched-tokens", "8K", False),
+        ("--max-num-batched-tokens", "1.5K", True),
+        ("--max-num-batched-tokens", "abc", True),
+        ("--max-model-len", "auto", False),
+        ("--max-model-len", "-1", False),
+        ("--max-model-len", "128k", False),
+        ("--gpu-memory-utilization", "0.8", False),
+        ("--gpu-memory-utilization", "most", True),
+        ("--kv-cache-memory-bytes", "None", False),
+        ("--hf-overrides", "plain-string", False),
+        ("--hf-overrides", '{"a": }', True),
+        ("--tool-call-parser", "anything", False),
+    ],
+)
+def test_value_error_mirrors_vllms_converters(catalog, option, word, refused):
+    assert bool(catalog_mod.value_error(catalog["options"][option], word)) is refused
+
+
 def test_parse_argv_strict(catalog):
     argv = [
         "/root/.cache/huggingface/hub/models--a--b/snapshots/x",
@@ -68,11 +117,25 @@ def test_parse_argv_strict(catalog):
         (["--max-model-len"], "needs a value"),
         (["--kv-cache-dtype", "fp9"], "must be one of"),
         (["--max_model_len", "10"], "is not an option"),
+        (["--max-num-batched-tokens", "abc"], "'abc' is not an integer"),
+        (["--gpu-memory-utilization", "high"], "'high' is not a number"),
     ],
 )
 def test_parse_argv_refuses_what_vllm_would_rewrite_or_reject(catalog, argv, expected):
     errors = catalog_mod.parse_argv(catalog, argv)[2]
     assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_format_1_catalog_still_reads_without_types(tmp_path, catalog):
+    old = {**catalog, "format": 1, "options": {"--max-num-seqs": {"takes_value": True, "nargs": None}}}
+    old.pop("registries")
+    (tmp_path / "vllm-0.32.0.json").write_text(json.dumps(old))
+    loaded = catalog_mod.load("0.32.0", str(tmp_path))
+    assert catalog_mod.parse_argv(loaded, ["--max-num-seqs", "x"])[2] == []
+    assert catalog_mod.parser_names(loaded, "tool_call_parsers") is None
+    (tmp_path / "vllm-0.32.0.json").write_text(json.dumps({**catalog, "format": 9}))
+    with pytest.raises(catalog_mod.CatalogError, match="has format 9"):
+        catalog_mod.load("0.32.0", str(tmp_path))
 
 
 def test_missing_release_names_the_available_ones(tmp_path):

@@ -29,3 +29,26 @@ def test_plan_rungs_and_pins_are_plain_values():
         "sim-replicas", profiles, site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
     )
     assert result["context_rungs"] == [8192, 16384] and result["critical_pins"] == {}
+
+
+def test_the_sim_ladder_rungs_above_the_models_length_are_refused_by_the_plan():
+    # playbooks/tasks/context_ladder_rung.yml plans each rung like this before anything on a node changes for it;
+    # tests/integration/serving/test_40_context_ladder.py expects these words in the ladder's report.
+    site = shipped("sim")
+    verdicts = {}
+    for rung in site["profiles"]["sim-replicas"]["context_rungs"]:
+        profiles = copy.deepcopy(site["profiles"])
+        profiles["sim-replicas"]["context_length"] = rung
+        result = plan_mod.plan(
+            "sim-replicas", profiles, site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+        )
+        verdicts[rung] = [(v["node"], v["rule"], v["message"]) for v in result["violations"]]
+    assert verdicts[8192] == []
+    for rung in (65536, 262144):
+        ((node, rule, message),) = verdicts[rung]
+        assert (node, rule) == ("all", "context_length_above_model")
+        assert message.startswith(
+            f"context_length {rung} (--max-model-len) is above the model's length: model.max_position_embeddings "
+            "is 8192, and vLLM refuses a longer --max-model-len at start"
+        )
+        assert "Set context_length to at most 8192" in message

@@ -32,5 +32,5 @@ def test_memory_kv_budget():
 
 
 def test_memory_kv_context():
-    violation = only(run(replicas(context_length=1000000)), "memory_kv_context")
+    violation = only(run(replicas(context_length=1000000, model__max_position_embeddings=1048576)), "memory_kv_context")
     assert violation["node"] == "spark-b" and "fewer than one request at context_length 1000000" in violation["message"]

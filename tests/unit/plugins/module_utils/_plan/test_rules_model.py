@@ -96,5 +96,39 @@ def test_model_attention_heads():
 
 
 def test_kv_cache_memory_bytes():
-    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "lots"})), "kv_cache_memory_bytes")
-    assert violation["value"] == "lots" and "such as 6G" in violation["message"]
+    # "None" passes vLLM's parser (optional_type: no explicit cache) but is not a size the plan can budget
+    violation = only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "None"})), "kv_cache_memory_bytes")
+    assert violation["value"] == "None" and "such as 6G" in violation["message"]
+    # what vLLM's parser refuses is reported once, by vllm_flag_type
+    only(run(replicas(**{"vllm_options__kv-cache-memory-bytes": "lots"})), "vllm_flag_type")
+
+
+def test_model_config_facts():
+    violation = only(run(replicas(model__max_position_embeddings=DELETE)), "model_config_facts")
+    assert violation["value"] is None and "config.json" in violation["message"]
+    violation = only(run(replicas(model__mtp_layers="one")), "model_config_facts")
+    assert violation["value"] == "one" and "num_nextn_predict_layers" in violation["message"]
+
+
+def test_context_length_above_model():
+    violation = only(run(replicas(model__max_position_embeddings=131072)), "context_length_above_model")
+    assert violation["value"] == 262144
+    assert "model.max_position_embeddings is 131072" in violation["message"]
+    assert "Set context_length to at most 131072" in violation["message"]
+    # vLLM's own override (vllm/envs.py: "1" or "true", any case): it starts, so the plan does not refuse it
+    allowed = replicas(model__max_position_embeddings=131072, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "True"})
+    assert run(allowed)["violations"] == []
+
+
+def test_speculative_method_model():
+    violation = only(run(replicas(model__mtp_layers=0)), "speculative_method_model")
+    assert violation["value"] == "mtp" and "Unsupported speculative method: 'mtp'" in violation["message"]
+    assert "ngram" in violation["message"]
+    violation = only(run(replicas(model__mtp_layers=DELETE)), "speculative_method_model")
+    assert "state config.json's num_nextn_predict_layers as model.mtp_layers" in violation["message"]
+    violation = only(run(replicas(model__mtp_layers=3)), "speculative_method_model")
+    assert "must be divisible by n_predict=3" in violation["message"]
+    # ngram needs no MTP layers; deprecated model-specific MTP names are still MTP
+    ngram = replicas(model__mtp_layers=0, speculative__method="ngram", speculative__drafter_gib=0)
+    assert run(ngram)["violations"] == []
+    assert rules(run(replicas(model__mtp_layers=0, speculative__method="deepseek_mtp"))) == ["speculative_method_model"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
-from _plan_fixtures import DELETE, catalog_mod, only, replicas, run
+from _plan_fixtures import DELETE, catalog_mod, only, replicas, rules, run
 
 
 def _argv(result, host="spark-a"):
@@ -72,6 +72,42 @@ def test_vllm_flag_choice():
     assert violation["value"] == "int3" and "use one of" in violation["message"]
 
 
+def test_vllm_flag_type():
+    result = run(replicas(**{"vllm_options__max-num-batched-tokens": "abc"}))
+    violation = only(result, "vllm_flag_type")
+    assert violation["value"] == "abc" and "'abc' is not an integer" in violation["message"]
+    assert "--max-num-batched-tokens" not in _argv(result)
+    # vLLM's own converters: human_readable_int takes 8k and 6G, optional_type "None", float 0.5
+    accepted = (("max-num-batched-tokens", "8k"), ("kv-cache-memory-bytes", "6G"), ("max-log-len", "None"))
+    for option, value in (*accepted, ("kv-offloading-size", 0.5)):
+        assert run(replicas(**{"vllm_options__" + option: value}))["violations"] == [], option
+
+
+def test_pitfall_integer_option_given_a_word_or_a_fraction_refused():
+    # seed 004 pitfall 4: a value vLLM's parser refuses costs a restart to discover; the plan refuses it first
+    for option, value in (("max-num-batched-tokens", "abc"), ("max-num-batched-tokens", "1.5K"), ("max-log-len", 1.5)):
+        result = run(replicas(**{"vllm_options__" + option: value}))
+        assert rules(result) == ["vllm_flag_type"], (option, value, result["violations"])
+
+
+def test_vllm_parser_name():
+    violation = only(run(replicas(**{"vllm_options__reasoning-parser": "glm-47"})), "vllm_parser_name")
+    assert violation["value"] == "glm-47" and "closest: glm47" in violation["message"]
+    assert "invalid reasoning parser" in violation["message"]
+    # a plugin registers names the catalog cannot list: they are its to check
+    plugin = {"vllm_options__tool-call-parser": "site_parser", "vllm_options__tool-parser-plugin": "/opt/p.py"}
+    assert run(replicas(**plugin))["violations"] == []
+
+
+def test_pitfall_tool_call_parser_name_unknown_to_the_release_refused():
+    result = run(replicas(**{"vllm_options__enable-auto-tool-choice": True, "vllm_options__tool-call-parser": "glm5"}))
+    violation = only(result, "vllm_parser_name")
+    assert "--tool-call-parser 'glm5' is not a registered parser of vLLM 0.32.0" in violation["message"]
+    assert "glm47" in violation["message"] and "tool-parser-plugin" in violation["message"]
+    names = catalog_mod.parser_names(catalog_mod.load("0.32.0"), "tool_call_parsers")
+    assert {"hermes", "glm47"} <= set(names)
+
+
 def test_text_only_mm_limits():
     violation = only(run(replicas(**{"vllm_options__limit-mm-per-prompt": DELETE})), "text_only_mm_limits")
     assert '{"image":0,"video":0}' in violation["message"]
@@ -84,9 +120,9 @@ def test_tool_choice_without_parser():
 
 def test_vllm_argv_parse():
     # A value that reads as an option passes every option rule, but the planned argv does not parse.
-    result = run(replicas(**{"vllm_options__max-num-batched-tokens": "--8k"}))
+    result = run(replicas(**{"vllm_options__tool-parser-plugin": "--8k"}))
     assert {v["rule"] for v in result["violations"]} == {"vllm_argv_parse"}
     assert {v["node"] for v in result["violations"]} == {"spark-a", "spark-b"}
-    assert "the planned argv does not parse: --max-num-batched-tokens needs a value" in [
+    assert "the planned argv does not parse: --tool-parser-plugin needs a value" in [
         v["message"] for v in result["violations"]
     ]

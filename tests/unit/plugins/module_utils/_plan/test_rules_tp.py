@@ -103,7 +103,7 @@ def test_pitfall_tp_kv_tokens_from_the_smallest_rank():
 
 
 def test_pitfall_tp_kv_context_judged_once_for_the_group():
-    violation = only(run(tp(context_length=2097152)), "memory_kv_context")
+    violation = only(run(tp(context_length=2097152, model__max_position_embeddings=2097152)), "memory_kv_context")
     assert violation["node"] == "spark-a" and "the group's" in violation["message"]
 
 

@@ -1,0 +1,182 @@
+#!/usr/bin/env python
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Run planned ``vllm serve`` argv lists through the real vLLM parser and its start-up checks.
+
+Run it with the Python of the throwaway venv that has the vLLM release installed (README.md next to this file),
+never the project's ``.venv``. Each argv goes through what ``vllm serve`` does before it loads a model:
+
+1. ``parse``: vLLM's FlexibleArgumentParser with the ``serve`` sub-parser (argparse converts every value);
+2. ``validate``: ``ServeSubcommand.validate`` (validate_parsed_serve_args: tool choice needs a parser, ...);
+3. ``parsers``: ``validate_api_server_args`` (the tool-call and reasoning parser names against vLLM's registries);
+4. ``engine`` (only with a model directory): ``EngineArgs.create_engine_config()`` on that directory's
+   config.json, under the node's planned env: --max-model-len against the model's length, the speculative method
+   against the model. The snapshot path of the argv is replaced by the directory.
+
+Inputs: ``--shipped`` plans every profile of the shipped inventories (examples and sim) from this checkout (the
+plan needs ``collections/`` as ``make venv`` lays it out); files are plan.yml's ``plan_output`` JSON or a JSON
+list of argv lists. Prints one line per argv and stage, exits 1 when any is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIPPED = {
+    "example-pair": ("glm-5.3-flash-tp2", "glm-replicas-mtp"),
+    "sim": ("sim-replicas", "sim-tp"),
+}
+
+
+def shipped_argvs():
+    """``[(label, argv, env, inventory)]`` of every serving node of every shipped profile, planned here."""
+    sys.path[:0] = [os.path.join(REPO, "collections"), os.path.join(REPO, "tests/unit/plugins/module_utils/_plan")]
+    import _plan_fixtures  # the loader the unit tests plan the shipped inventories with
+
+    found = []
+    for inventory, profiles in SHIPPED.items():
+        for profile in profiles:
+            plan = _plan_fixtures.shipped_plan(inventory, profile)
+            if plan["violations"]:
+                found.append((f"{inventory}/{profile}", None, {}, inventory))
+                continue
+            for host, entry in sorted(plan["nodes"].items()):
+                if entry["argv"]:
+                    found.append((f"{inventory}/{profile}/{host}", entry["argv"], entry["env"], inventory))
+    return found
+
+
+def file_argvs(path):
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if isinstance(data, list):
+        return [(f"{path}[{i}]", argv, {}, None) for i, argv in enumerate(data)]
+    plan = data.get("plan", data)
+    return [
+        (f"{path}/{host}", entry["argv"], entry.get("env") or {}, None)
+        for host, entry in sorted(plan["nodes"].items())
+        if entry.get("argv")
+    ]
+
+
+@contextlib.contextmanager
+def _env(values):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _serve_parser():
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    top = FlexibleArgumentParser(prog="vllm")
+    subparsers = top.add_subparsers(dest="subparser")
+    command = ServeSubcommand()
+    command.subparser_init(subparsers)
+    return top, command
+
+
+def check(argv, env, model_dir=None):
+    """``[(stage, verdict)]`` for one argv (``vllm serve <model> ...``): "ok" or the refusal in vLLM's words."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.launcher import validate_api_server_args
+
+    words = list(argv[2:] if argv[:2] == ["vllm", "serve"] else argv)
+    if model_dir:
+        words[0] = model_dir
+    top, command = _serve_parser()
+    results = []
+    error = []
+    with contextlib.redirect_stderr(_Capture(error)):
+        try:
+            args = top.parse_args(["serve", *words])
+        except SystemExit:
+            return [("parse", "refused: " + " ".join("".join(error).split())[-400:])]
+    results.append(("parse", "ok"))
+    if getattr(args, "model_tag", None) is not None:
+        args.model = args.model_tag  # as ServeSubcommand.cmd does before anything else
+    stages = [("validate", lambda: command.validate(args))]
+
+    def parsers():
+        engine_args = AsyncEngineArgs.from_cli_args(args)
+        args.structured_outputs_config = engine_args.create_structured_outputs_config()
+        validate_api_server_args(args)
+
+    stages.append(("parsers", parsers))
+    unchecked = model_dir and getattr(args, "distributed_executor_backend", None) == "ray" and not _has_ray()
+    if model_dir and not unchecked:
+        stages.append(("engine", lambda: AsyncEngineArgs.from_cli_args(args).create_engine_config()))
+    with _env({"HF_HUB_OFFLINE": "1", **env}):  # the model is a local directory: never ask the hub
+        for stage, run in stages:
+            try:
+                run()
+            except Exception as exc:  # vLLM's own refusal, whatever its class, is the result
+                results.append((stage, f"refused: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"))
+                break
+            results.append((stage, "ok"))
+    if unchecked and all(verdict == "ok" for _, verdict in results):
+        results.append(("engine", "not checked: Ray is not installed in this venv (the ray executor needs it)"))
+    return results
+
+
+def _has_ray():
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _Capture:
+    def __init__(self, sink):
+        self.sink = sink
+
+    def write(self, text):
+        self.sink.append(text)
+
+    def flush(self):
+        pass
+
+
+def main(argv=None):
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("files", nargs="*", help="plan.yml plan_output JSON, or a JSON list of argv lists")
+    cli.add_argument("--shipped", action="store_true", help="plan and check every shipped example and sim profile")
+    cli.add_argument("--model-dir", help="a directory with the model's config.json: also run the engine config")
+    cli.add_argument("--sim-model-dir", help="with --shipped: the sim model's config.json directory, for sim only")
+    args = cli.parse_args(argv)
+    items = shipped_argvs() if args.shipped else []
+    for path in args.files:
+        items.extend(file_argvs(path))
+    if not items:
+        cli.error("give --shipped or at least one file")
+    refused = 0
+    for label, words, env, inventory in items:
+        if words is None:
+            print(f"{label}: the plan refuses this profile (run playbooks/plan.yml for its violations)")
+            refused += 1
+            continue
+        model_dir = args.model_dir or (args.sim_model_dir if inventory == "sim" else None)
+        results = check(words, env, model_dir)
+        for stage, verdict in results:
+            print(f"{label}: {stage}: {verdict}")
+        refused += any(v.startswith("refused") for _, v in results)
+    print(f"{len(items) - refused} of {len(items)} argv accepted by the real vLLM parser")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
