@@ -127,7 +127,7 @@ def check(argv, env, model_dir=None):
                 results.append((stage, f"refused: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"))
                 break
             results.append((stage, "ok"))
-    if unchecked and all(verdict == "ok" for _, verdict in results):
+    if unchecked and all(verdict == "ok" for _stage, verdict in results):
         results.append(("engine", "not checked: Ray is not installed in this venv (the ray executor needs it)"))
     return results
 
@@ -173,7 +173,7 @@ def main(argv=None):
         results = check(words, env, model_dir)
         for stage, verdict in results:
             print(f"{label}: {stage}: {verdict}")
-        refused += any(v.startswith("refused") for _, v in results)
+        refused += any(v.startswith("refused") for _stage, v in results)
     print(f"{len(items) - refused} of {len(items)} argv accepted by the real vLLM parser")
     return 1 if refused else 0
 
