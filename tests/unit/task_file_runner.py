@@ -51,6 +51,9 @@ def run_play(tmp_path, play, inventory, *, args=(), env=None, timeout=300):
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_STDOUT_CALLBACK": "default",
+        # make exports ANSIBLE_CONFIG (the checkout's ansible.cfg, callback_result_format = yaml): the tests read
+        # results in one shape whether pytest runs under make or alone.
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         **(env or {}),
