@@ -19,6 +19,14 @@ description:
     metrics target that is the proxy (consecutive reads through it come from different replicas).
   - Writes C(bench.md) (Markdown table and recommendation), C(bench.json) and, when matplotlib is installed,
     C(bench.png) (tokens per second and TTFT against concurrency, one line per replica and one for the proxy).
+  - The sweep is a list of points (target, prompt kind, concurrency). Each finished point's row is written to the
+    state file O(state) when it finishes; a later call with the same inputs measures only the points not recorded
+    (a resumed sweep), and one whose inputs differ starts afresh and says which input changed. O(weights),
+    O(tolerance) and O(ttft_limit) only shape the recommendation, so changing them re-reads the rows.
+  - With O(points) set, a call measures at most that many points and returns one progress line in C(msg)
+    (target, prompt kind, concurrency, done/total); looped over C(range(total)) with C(loop_control.break_when)
+    on C(ended), the sweep prints a line as each point finishes. The report is written by the call that records
+    the last point (or finds them all recorded).
 options:
   model:
     description: The served model name.
@@ -85,14 +93,38 @@ options:
     description: Directory on the control machine for bench.md, bench.json and bench.png.
     type: path
     required: true
+  state:
+    description: The state file on the control machine that holds the finished points; empty, C(bench-state.json)
+      in O(report_dir). Delete it (or set O(fresh)) to measure every point again.
+    type: path
+    default: ""
+  points:
+    description: Points to measure in this call at most; 0, every point not yet recorded.
+    type: int
+    default: 0
+  fresh:
+    description: Discard the points recorded by an earlier run (another O(run_id)) and measure them all again.
+    type: bool
+    default: false
+  run_id:
+    description:
+      - The same for every call of one playbook run (the loop's rounds), so that each target gets its warm-up once
+        a run and O(fresh) discards an earlier run's points once; empty, each call is a run of its own.
+    type: str
+    default: ""
+  identity:
+    description:
+      - What the site serves (the serving plan); kept as its hash in the state, so that points measured before a
+        change of profile, image or engine arguments are never taken for this site's.
+    type: raw
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: partial
     details: >-
-      A real run sends load to the endpoints and writes the report (changed). In check mode it sends no
-      request and writes nothing: it returns skipped, changed false and no results, so it does not
-      predict the run.
+      A real run sends load to the endpoints and writes the state and the report (changed). In check mode it
+      sends no request and writes nothing: it returns skipped, changed false, ended true and no results, so it
+      does not predict the run.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
@@ -112,35 +144,75 @@ EXAMPLES = r"""
     ca_path: /etc/gb10/site-ca.pem
     report_dir: /tmp/gb10-bench
   delegate_to: localhost
+
+- name: The same sweep, a progress line as each point finishes, resumed where an interrupted run stopped
+  gb10.serving.bench_sweep:
+    model: sim-model
+    replicas: "{{ replicas }}"
+    report_dir: /tmp/gb10-bench
+    points: 1
+    run_id: "{{ run_id }}"
+  loop: "{{ range(1, 31) | list }}"
+  loop_control:
+    label: "{{ __sweep.msg | default('point ' ~ item) }}"
+    break_when: __sweep.ended | default(true)
+  register: __sweep
+  delegate_to: localhost
 """
 
 RETURN = r"""
+ended:
+  description: Whether every point is recorded (the report is written); a loop stops on it.
+  type: bool
+  returned: always
+done:
+  description: Points recorded, by this call and earlier ones.
+  type: int
+  returned: success
+total:
+  description: Points of the sweep (targets x prompt kinds x concurrency levels).
+  type: int
+  returned: success
+state:
+  description: The state file.
+  type: str
+  returned: success
+msg:
+  description: The progress line (the point this call finished, done/total), and whether it resumed or started
+    afresh and why.
+  type: str
+  returned: always
 rows:
   description: One row per target, prompt kind and concurrency with requests, errors, tokens_per_s,
     requests_per_min, ttft_p50_s, ttft_p90_s, metrics_tokens_per_s and warmups_excluded.
   type: list
-  returned: success
+  returned: when ended
 recommendations:
   description: Per replica (and the proxy), the concurrency to configure, why, and the concurrencies excluded.
   type: dict
-  returned: success
+  returned: when ended
 table:
   description: The Markdown report.
   type: str
-  returned: success
+  returned: when ended
 chart:
   description: Path of the PNG, or empty when matplotlib is not installed (chart_note says so).
   type: str
-  returned: success
+  returned: when ended
+chart_note:
+  description: Why there is no chart, or empty.
+  type: str
+  returned: when ended
 """
 
 import json
 import os
 import time
+import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+from ansible_collections.gb10.serving.plugins.module_utils import _bench, _bench_state, _loadgen
 
 
 def _metrics(replicas, timeout):
@@ -153,45 +225,108 @@ def _metrics(replicas, timeout):
     return out
 
 
-def sweep(p):
+def _targets(p):
     replicas = p["replicas"]
     proxy = p["proxy_url"].rstrip("/")
     _bench.check_metrics_targets([r["url"].rstrip("/") for r in replicas], [proxy] if proxy else [])
-    targets = [(r["name"], r["url"], [r]) for r in replicas] + ([("proxy", proxy, replicas)] if proxy else [])
-    warmups = [
-        _loadgen.warmup(url, p["model"], 16, p["request_timeout"], api_key=p["api_key"], ca_path=p["ca_path"])
-        for _name, url, _counted in targets
-    ]
-    rows = []
-    for name, url, counted_replicas in targets:
-        for kind, size in sorted(p["prompts"].items()):
-            prompt = _loadgen.filler_prompt(size)
-            for level in p["concurrency"]:
-                before = _metrics(counted_replicas, 10)
-                started = time.monotonic()
-                records = _loadgen.run(
-                    url,
-                    p["model"],
-                    level,
-                    level * p["requests_per_worker"],
-                    prompt,
-                    p["max_tokens"],
-                    p["request_timeout"],
-                    p["run_deadline"],
-                    api_key=p["api_key"],
-                    ca_path=p["ca_path"],
-                )
-                wall = time.monotonic() - started
-                after = _metrics(counted_replicas, 10)
-                row = {"target": name, "prompt": kind, "concurrency": level, **_bench.summarize(records)}
-                delta = _bench.summed_delta(before, after)
-                row["metrics_tokens_per_s"] = round(delta / wall, 2) if delta is not None and wall > 0 else None
-                rows.append(row)
+    return [(r["name"], r["url"], [r]) for r in replicas] + ([("proxy", proxy, replicas)] if proxy else [])
+
+
+def _measurer(p, urls):
+    def warm_up(name):
+        url = urls[name][0]
+        return _loadgen.warmup(url, p["model"], 16, p["request_timeout"], api_key=p["api_key"], ca_path=p["ca_path"])
+
+    def measure(name, kind, level):
+        url, counted_replicas = urls[name]
+        before = _metrics(counted_replicas, 10)
+        started = time.monotonic()
+        records = _loadgen.run(
+            url,
+            p["model"],
+            level,
+            level * p["requests_per_worker"],
+            _loadgen.filler_prompt(p["prompts"][kind]),
+            p["max_tokens"],
+            p["request_timeout"],
+            p["run_deadline"],
+            api_key=p["api_key"],
+            ca_path=p["ca_path"],
+        )
+        wall = time.monotonic() - started
+        after = _metrics(counted_replicas, 10)
+        row = {"target": name, "prompt": kind, "concurrency": level, **_bench.summarize(records)}
+        delta = _bench.summed_delta(before, after)
+        row["metrics_tokens_per_s"] = round(delta / wall, 2) if delta is not None and wall > 0 else None
+        return row
+
+    return warm_up, measure
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _write(path, text):
+    # Whole or not at all: an interrupted run must leave the rows it finished, never half a file.
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _report(p, state, targets):
+    rows = state["rows"]
     recs = {
         name: _bench.recommend(rows, name, p["weights"] or None, p["tolerance"], p["ttft_limit"] or None)
         for name, _url, _counted in targets
     }
-    return rows, recs, warmups
+    warmups = _bench_state.warmup_records(state, [name for name, _url, _counted in targets])
+    table = _bench.render_markdown(rows, recs)
+    _write(os.path.join(p["report_dir"], "bench.md"), table)
+    report = {"rows": rows, "recommendations": recs, "warmups": warmups}
+    _write(os.path.join(p["report_dir"], "bench.json"), json.dumps(report, indent=2, sort_keys=True))
+    chart, note = "", ""
+    try:
+        chart = _bench.render_chart(rows, os.path.join(p["report_dir"], "bench.png"))
+    except ImportError:
+        note = "matplotlib is not installed on the control machine: no chart (pip install matplotlib)"
+    return {"rows": rows, "recommendations": recs, "table": table, "chart": chart, "chart_note": note}
+
+
+def sweep(p):
+    """Measure the points not yet recorded (at most p["points"]); the report once every point is recorded."""
+    targets = _targets(p)
+    points = _bench_state.sweep_points([t[0] for t in targets], p["prompts"], p["concurrency"])
+    run = {k: p[k] for k in ("requests_per_worker", "max_tokens", "request_timeout", "run_deadline")}
+    inputs = _bench_state.sweep_inputs(
+        p["model"], [(name, url) for name, url, _c in targets], p["prompts"], p["concurrency"], run, p["identity"]
+    )
+    os.makedirs(p["report_dir"], exist_ok=True)
+    path = p["state"] or os.path.join(p["report_dir"], _bench_state.STATE_FILE)
+    run_id = p["run_id"] or uuid.uuid4().hex
+    state, note = _bench_state.resume(_bench_state.parse_state(_read(path)), inputs, points, run_id, p["fresh"], path)
+    warm_up, measure = _measurer(p, {name: (url, counted) for name, url, counted in targets})
+    measured = _bench_state.advance(
+        state, points, measure, warm_up, lambda s: _write(path, _bench_state.dump_state(s)), run_id, p["points"]
+    )
+    if not measured:
+        _write(path, _bench_state.dump_state(state))
+    result = {
+        "changed": bool(measured),
+        "ended": len(state["rows"]) >= len(points),
+        "done": len(state["rows"]),
+        "total": len(points),
+        "state": path,
+        "msg": _bench_state.progress_line(state, points, measured, note),
+    }
+    if result["ended"]:
+        result.update(_report(p, state, targets), changed=True)
+    return result
 
 
 def main():
@@ -212,28 +347,21 @@ def main():
             "tolerance": {"type": "float", "default": 0.05},
             "ttft_limit": {"type": "float", "default": 0},
             "report_dir": {"type": "path", "required": True},
+            "state": {"type": "path", "default": ""},
+            "points": {"type": "int", "default": 0},
+            "fresh": {"type": "bool", "default": False},
+            "run_id": {"type": "str", "default": ""},
+            "identity": {"type": "raw"},
         },
         supports_check_mode=True,
     )
     if module.check_mode:
-        module.exit_json(changed=False, skipped=True, msg="check mode: no load sent")
-    p = module.params
+        module.exit_json(changed=False, skipped=True, ended=True, msg="check mode: no load sent")
     try:
-        rows, recs, warmups = sweep(p)
+        result = sweep(module.params)
     except _bench.MetricsSourceError as exc:
         module.fail_json(msg=str(exc))
-    os.makedirs(p["report_dir"], exist_ok=True)
-    table = _bench.render_markdown(rows, recs)
-    with open(os.path.join(p["report_dir"], "bench.md"), "w", encoding="utf-8") as fh:
-        fh.write(table)
-    with open(os.path.join(p["report_dir"], "bench.json"), "w", encoding="utf-8") as fh:
-        json.dump({"rows": rows, "recommendations": recs, "warmups": warmups}, fh, indent=2, sort_keys=True)
-    chart, note = "", ""
-    try:
-        chart = _bench.render_chart(rows, os.path.join(p["report_dir"], "bench.png"))
-    except ImportError:
-        note = "matplotlib is not installed on the control machine: no chart (pip install matplotlib)"
-    module.exit_json(changed=True, rows=rows, recommendations=recs, table=table, chart=chart, chart_note=note)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,25 @@ def run_play(tmp_path, play, inventory, *, args=(), env=None, timeout=300):
     ``inventory`` (a path, or ansible-playbook's ``host,`` form), run in ``tmp_path`` with the checkout's collections
     and its own ANSIBLE_HOME and temporary folder; ``env``: more of its environment."""
     (tmp_path / "play.json").write_text(json.dumps(play))
-    environment = {
+    done = subprocess.run(
+        playbook_argv(tmp_path / "play.json", inventory, args),
+        cwd=tmp_path,
+        env=playbook_environment(tmp_path, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def playbook_argv(playbook, inventory, args=()):
+    return [str(Path(sys.executable).parent / "ansible-playbook"), *args, "-i", inventory, str(playbook)]
+
+
+def playbook_environment(tmp_path, env=None):
+    """ansible-playbook's environment for a run in ``tmp_path`` (see run_play); ``env``: more of it."""
+    return {
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
         "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
@@ -58,16 +76,6 @@ def run_play(tmp_path, play, inventory, *, args=(), env=None, timeout=300):
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         **(env or {}),
     }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), *args, "-i", inventory, str(tmp_path / "play.json")],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return done.returncode, done.stdout + done.stderr
 
 
 def run_role_tasks(tmp_path, role, tasks_from, variables, **kwargs):

@@ -76,3 +76,16 @@ def test_a_silent_job_fails_the_loop_naming_the_container(tmp_path):
     rc, out, _took = run_progress(tmp_path, status, timeout="10", stale="60")
     assert rc == 2
     assert "the fetch stopped reporting" in out and "docker logs gb10-weights-fetch" in out
+
+
+def test_each_round_prints_the_nodes_bytes_rate_and_eta(tmp_path):
+    # Issue 20: bytes, rate and ETA per node in the Ansible output, from the fields weights_transfer.py writes
+    # (started, bytes_at_start: a resumed transfer's rate counts only what this run moved).
+    now = time.time()
+    status = {"bytes_done": 30 << 20, "bytes_total": 100 << 20, "finished": False, "error": None, "time": now}
+    status.update(started=now - 10, bytes_at_start=10 << 20)
+    rc, out, _took = run_progress(tmp_path, status, timeout="0.003")
+    assert rc == 2, out[-3000:]
+    for round_no in (1, 2, 3):
+        line = f"(item=localhost fetch: 30.0 MiB of 100.0 MiB (30.0%), 2.0 MiB/s, ETA 35 s, round {round_no} of 3)"
+        assert line in out, out[-3000:]
