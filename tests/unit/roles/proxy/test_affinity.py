@@ -266,3 +266,38 @@ def test_header_mode_hashes_the_whole_header_and_reads_no_body():
 def test_each_mode_passes_haproxy_check(tmp_path, mode):
     checked = LiveHAProxy(tmp_path, proxy_affinity=mode).check()
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@NEEDS_HAPROXY
+def test_a_held_server_holds_its_hashed_twin_across_restarts_and_reloads(tmp_path):
+    # The records and the state file name the least-connections backend only (issue 19's held servers); the twin
+    # inherits the drain at start and after a reload, so a replica held by a failed upgrade gets no session either.
+    from test_held_servers import module, reload_save, start
+
+    proxy = LiveHAProxy(tmp_path, proxy_affinity="header")
+    records = tmp_path / "records"
+    try:
+        start(proxy, records)
+        module(proxy, records, name="spark-2", state="drain", reason="upgrade failed")
+        proxy.stop()
+        start(proxy, records)
+        assert servers(proxy)[("vllm_affinity", "spark-2")]["admin"] == "drain"
+        reload_save(proxy, records)
+        proxy.stop()
+        proxy.start()
+        assert servers(proxy)[("vllm_affinity", "spark-2")]["admin"] == "drain"
+        module(proxy, records, name="spark-2", state="ready")
+        assert servers(proxy)[("vllm_affinity", "spark-2")]["admin"] == "ready"
+    finally:
+        proxy.stop()
+
+
+def test_the_plan_reads_the_roles_defaults_where_the_inventory_sets_nothing():
+    import yaml
+    from haproxy_render import ROLE
+
+    from ansible_collections.gb10.serving.plugins.action import serving_plan
+
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert {key: defaults[key] for key in serving_plan._AFFINITY_DEFAULTS} == serving_plan._AFFINITY_DEFAULTS
+    assert set(serving_plan._AFFINITY_DEFAULTS) == {key for key in defaults if key.startswith("proxy_affinity")}
