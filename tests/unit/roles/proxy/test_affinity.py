@@ -114,7 +114,8 @@ def cluster(tmp_path, request):
         replica_port=[r.port for r in replicas],
         proxy_affinity=mode,
         proxy_affinity_balance_factor=factor,
-        proxy_check_inter="200ms",
+        # quick enough for the down test, slow enough that a loaded machine fails no check (the check timeout is inter)
+        proxy_check_inter="1s",
     )
     checked = proxy.check()
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -179,7 +180,7 @@ def test_a_down_replica_takes_no_hashed_traffic(cluster):
     before = placement(proxy, KEYS)
     victim = before[KEYS[0]]
     replicas[victim].stop()
-    wait_until(lambda: not servers(proxy)[("vllm", victim)]["up"], f"{victim} down")
+    wait_until(lambda: not servers(proxy)[("vllm", victim)]["up"], f"{victim} down", seconds=20)
     during = placement(proxy, KEYS)
     assert victim not in during.values()
     assert {k: v for k, v in during.items() if before[k] != victim} == {k: v for k, v in before.items() if v != victim}
