@@ -124,6 +124,12 @@ bench-connection: collections
 bench-upgrade: collections
 	$(BIN)/python scripts/bench_upgrade.py
 
+# Session affinity's effect on the replicas' prefix caches and time to first token, on a converged `make sim` whose
+# replicas run vLLM itself (scripts/bench_affinity.py; exits 2 on the stand-in engine, which has no prefix cache).
+.PHONY: bench-affinity
+bench-affinity: collections
+	$(BIN)/python scripts/bench_affinity.py
+
 # ansible-test sanity on a copy of the tree (scripts/sanity.sh); the published tarball (scripts/check_package.sh);
 # the changelog is antsibull-changelog's (scripts/check_changelog.sh).
 sanity: collections

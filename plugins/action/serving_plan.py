@@ -21,6 +21,24 @@ _ARGUMENT_SPEC = {
 }
 
 
+# roles/proxy/defaults/main.yml's, where the inventory sets nothing
+_AFFINITY_DEFAULTS = {
+    "proxy_affinity": "none",
+    "proxy_affinity_header": "X-Session-Id",
+    "proxy_affinity_balance_factor": 150,
+}
+
+
+def _affinity(given):
+    """The session affinity settings (issue 20, item 3) as the proxy role will use them; a factor written as digits
+    is the number Ansible's int argument type makes of it."""
+    value = {key: default if given.get(key) is None else given[key] for key, default in _AFFINITY_DEFAULTS.items()}
+    factor = value["proxy_affinity_balance_factor"]
+    if isinstance(factor, str) and factor.strip().isdigit():
+        factor = int(factor)
+    return {"mode": value["proxy_affinity"], "header": value["proxy_affinity_header"], "balance_factor": factor}
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -47,6 +65,9 @@ class ActionModule(ActionBase):
                 "proxy_client_host",
                 "proxy_vip_address",
                 "gb10_fabric_address",
+                "proxy_affinity",
+                "proxy_affinity_header",
+                "proxy_affinity_balance_factor",
             )
         }
         given = self._templar.template(wanted)
@@ -61,6 +82,7 @@ class ActionModule(ActionBase):
             "client_host": given["proxy_client_host"] or "",
             "vip_address": given["proxy_vip_address"] or "",
             "fabric_address": given["gb10_fabric_address"] or "",
+            "affinity": _affinity(given),
         }
 
     def run(self, tmp=None, task_vars=None):

@@ -57,6 +57,8 @@ def client_api(api):
     view["scheme"] = scheme
     view["url"] = f"{scheme}://{host}:{api.get('port') or 8080}" if host else ""
     view["ca"] = str(api.get("ca") or "") if tls else ""
+    if api.get("affinity") is not None:
+        view["affinity"] = dict(api["affinity"])
     return view
 
 

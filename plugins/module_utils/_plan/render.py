@@ -81,6 +81,19 @@ def api_line(api):
     return f"api: {where}, NO KEY SET (gb10_api_key empty)"
 
 
+def affinity_line(api):
+    """The plan's line on session affinity, where it is on."""
+    affinity = api.get("affinity") or {}
+    mode = affinity.get("mode", "none")
+    if mode == "none":
+        return None
+    key = f"header {affinity.get('header')}" + (", else the body's user field" if mode == "user" else "")
+    return (
+        f"api affinity: {mode}: a request with {key} goes to its session's replica (consistent hash, no replica "
+        f"above {affinity.get('balance_factor')}% of the average); without it, least connections"
+    )
+
+
 def api_client_line(api):
     """The plan's line on what the collection's clients use for the proxy: its URL, how its certificate is checked."""
     if not api.get("url"):
@@ -105,6 +118,9 @@ def format_plan(result):
         lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
     if result.get("api"):
         lines.append(api_line(result["api"]))
+        affinity = affinity_line(result["api"])
+        if affinity:
+            lines.append(affinity)
         client = api_client_line(result["api"])
         if client:
             lines.append(client)

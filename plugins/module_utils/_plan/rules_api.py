@@ -6,6 +6,8 @@ it (proxy_anonymous: true), which the plan then prints."""
 
 from __future__ import annotations
 
+import re
+
 from .registry import rule
 from .violation import ALL_NODES, violation
 
@@ -29,3 +31,69 @@ def api_closed(ctx):
         "reaches that port would use the model. Set gb10_api_key (vault it: ansible-vault encrypt_string), or "
         "proxy_anonymous: true to serve without a key on purpose",
     )
+
+
+AFFINITY_MODES = ("none", "header", "user")
+# One word of haproxy.cfg (req.fhdr(<name>)) and an HTTP field name.
+HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+# HAProxy refuses 1..100 ("must be 0 or greater than 100"); 0 would turn the bound off. Above 1000 no replica of
+# a small farm is ever bounded.
+BALANCE_FACTOR_RANGE = (101, 1000)
+
+
+def affinity_problems(affinity):
+    """[(variable, value, message)] of the session affinity settings (issue 20, item 3) HAProxy could not use."""
+    mode = affinity.get("mode", "none")
+    if mode not in AFFINITY_MODES:
+        return [
+            (
+                "proxy_affinity",
+                mode,
+                f"proxy_affinity is {mode!r}; set none (least connections for every request), header (the session "
+                "key in proxy_affinity_header) or user (that header, else the OpenAI user field of the body)",
+            )
+        ]
+    if mode == "none":
+        return []
+    problems = []
+    header = affinity.get("header")
+    if not isinstance(header, str) or not HEADER_NAME.match(header):
+        problems.append(
+            (
+                "proxy_affinity_header",
+                header,
+                f"proxy_affinity_header is {header!r}, not an HTTP header name of letters, digits and '-' (it is one "
+                "word of haproxy.cfg); set e.g. X-Session-Id",
+            )
+        )
+    elif header.lower() in ("authorization", "host", "content-length", "transfer-encoding", "connection"):
+        problems.append(
+            (
+                "proxy_affinity_header",
+                header,
+                f"proxy_affinity_header is {header}: every client sends the same {header} or it names no session, so "
+                "one replica would take most of them; name a header the client sets per conversation, e.g. "
+                "X-Session-Id",
+            )
+        )
+    factor = affinity.get("balance_factor")
+    low, high = BALANCE_FACTOR_RANGE
+    if isinstance(factor, bool) or not isinstance(factor, int) or not low <= factor <= high:
+        problems.append(
+            (
+                "proxy_affinity_balance_factor",
+                factor,
+                f"proxy_affinity_balance_factor is {factor!r}; HAProxy's hash-balance-factor is a percentage of the "
+                f"average load, {low}..{high} (125..200 is usual; 150 the default)",
+            )
+        )
+    return problems
+
+
+@rule("proxy_affinity", pitfall="input validation")
+def proxy_affinity(ctx):
+    api = ctx.api
+    if api is None or api.get("affinity") is None:
+        return
+    for variable, value, message in affinity_problems(api["affinity"]):
+        yield violation(ALL_NODES, "proxy_affinity", f"{variable}={value}", message)

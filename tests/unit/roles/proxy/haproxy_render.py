@@ -74,12 +74,11 @@ class LiveHAProxy:
         overrides.setdefault("gb10_fabric_address", "127.0.0.1")
         self.metrics_port = overrides.setdefault("gb10_proxy_metrics_port", free_port())
         self.config = self.folder / "haproxy.cfg"
+        # replica_port: one port for every replica, or one port per replica (a list)
+        ports = replica_port if isinstance(replica_port, (list, tuple)) else [replica_port or 8000] * len(max_seqs)
         plan = {
             "profile": "pair",
-            "nodes": {
-                f"spark-{i + 1}": {"port": replica_port or 8000, "max_num_seqs": seqs}
-                for i, seqs in enumerate(max_seqs)
-            },
+            "nodes": {f"spark-{i + 1}": {"port": ports[i], "max_num_seqs": seqs} for i, seqs in enumerate(max_seqs)},
         }
         self.config.write_text(
             render(

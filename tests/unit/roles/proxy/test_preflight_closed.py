@@ -45,3 +45,24 @@ def test_a_key_haproxy_could_not_match_is_refused_and_not_printed(tmp_path):
     assert rc == 2, out[-3000:]
     assert "whitespace or characters outside printable ASCII" in out
     assert "canary-9f" not in out
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"proxy_affinity": "sticky"},
+        {"proxy_affinity": "header", "proxy_affinity_header": "X Session"},
+        {"proxy_affinity": "user", "proxy_affinity_header": "Authorization"},
+        {"proxy_affinity": "header", "proxy_affinity_balance_factor": 100},
+    ],
+    ids=["unknown mode", "no header name", "a header every request carries", "factor HAProxy refuses"],
+)
+def test_session_affinity_settings_haproxy_could_not_use_are_refused(tmp_path, given):
+    rc, out = run_preflight(tmp_path, gb10_api_key="k", **given)
+    assert rc == 2, out[-3000:]
+    assert "localhost: session affinity: proxy_affinity" in out and "101..1000" in out
+
+
+def test_session_affinity_on_passes(tmp_path):
+    rc, out = run_preflight(tmp_path, gb10_api_key="k", proxy_affinity="user", proxy_affinity_balance_factor=125)
+    assert rc == 0, out[-3000:]

@@ -48,3 +48,33 @@ def test_the_plan_states_the_url_and_ca_every_client_of_the_proxy_uses():
     assert run(replicas(), api={**given, "ca": "/sim/tls/ca.pem"})["api"]["ca"] == ""
     assert run(replicas(), api={**given, "fabric_address": "fd00::11"})["api"]["url"] == "http://[fd00::11]:8080"
     assert run(replicas(), api={**OPEN, "key_set": True})["api"]["url"] == ""  # no address known: no URL
+
+
+AFFINITY = {"mode": "header", "header": "X-Session-Id", "balance_factor": 150}
+
+
+def test_proxy_affinity():
+    """Issue 20, item 3: session affinity settings HAProxy could not use are refused, with the fix, before anything
+    changes."""
+    given = {**OPEN, "key_set": True}
+    assert rules(run(replicas(), api={**given, "affinity": AFFINITY})) == []
+    assert rules(run(replicas(), api={**given, "affinity": {**AFFINITY, "mode": "none", "header": "a b"}})) == []
+    cases = [
+        ({"mode": "sticky"}, "proxy_affinity=sticky", "set none"),
+        ({"header": "X Session"}, "proxy_affinity_header=X Session", "letters, digits and '-'"),
+        ({"header": "authorization"}, "proxy_affinity_header=authorization", "per conversation"),
+        ({"balance_factor": 100}, "proxy_affinity_balance_factor=100", "101..1000"),
+        ({"balance_factor": "150"}, "proxy_affinity_balance_factor=150", "101..1000"),
+    ]
+    for change, value, fix in cases:
+        found = only(run(replicas(), api={**given, "affinity": {**AFFINITY, **change}}), "proxy_affinity")
+        assert found["value"] == value and fix in found["message"], found
+
+
+def test_the_plan_prints_the_affinity_mode_where_it_is_on():
+    given = {**OPEN, "key_set": True}
+    text = plan_mod.format_plan(run(replicas(), api={**given, "affinity": {**AFFINITY, "mode": "user"}}))
+    assert "api affinity: user: a request with header X-Session-Id, else the body's user field" in text
+    assert "150% of the average" in text
+    off = plan_mod.format_plan(run(replicas(), api={**given, "affinity": {**AFFINITY, "mode": "none"}}))
+    assert "api affinity" not in off
