@@ -95,7 +95,7 @@ def holding(proxy, count, session=None):
     """``count`` requests through the proxy that stay open (until their replica's release); returns their futures."""
     pool = ThreadPoolExecutor(max_workers=count)
     futures = []
-    for _ in range(count):
+    for _attempt in range(count):
         futures.append(pool.submit(ask, proxy, "/v1/hold", session))
         time.sleep(0.1)  # one at a time, so each choice sees the ones before it
     pool.shutdown(wait=False)
@@ -162,7 +162,7 @@ def test_without_a_key_least_connections(cluster):
     proxy, replicas = cluster
     held = holding(proxy, 2)  # two long requests without a key, on two replicas
     wait_until(lambda: sum(sessions(proxy).values()) == 2, "two requests held")
-    answers = [ask(proxy) for _ in range(6)]
+    answers = [ask(proxy) for _request in range(6)]
     # least connections: every short request goes to the one idle replica (round robin would use all three)
     assert len(set(answers)) == 1, answers
     for replica in replicas.values():
@@ -172,7 +172,7 @@ def test_without_a_key_least_connections(cluster):
 
 @NEEDS_HAPROXY
 def test_a_drained_replica_takes_no_hashed_traffic_and_its_keys_move(cluster):
-    proxy, _ = cluster
+    proxy, _replicas = cluster
     before = placement(proxy, KEYS)
     victim = before[KEYS[0]]
     # the runtime API on the least-connections backend only, as roles/drain and haproxy_server do it
@@ -230,7 +230,7 @@ def test_a_loose_balance_factor_keeps_the_hot_key_together(cluster):
 
 @NEEDS_HAPROXY
 def test_the_user_field_hashes_like_the_header(cluster):
-    proxy, _ = cluster
+    proxy, _replicas = cluster
     by_header = placement(proxy, KEYS)
     by_user = {key: ask(proxy, body={"model": "m", "user": key, "messages": []}) for key in KEYS}
     assert by_user == by_header
