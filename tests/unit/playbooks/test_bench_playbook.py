@@ -11,11 +11,12 @@ import signal
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
+from http_stub import QuietHandler
 from task_file_runner import playbook_argv, playbook_environment
 
 REPO = Path(__file__).resolve().parents[3]
@@ -23,18 +24,11 @@ LEVELS = [1, 2, 3]
 POINTS = 2 * 1 * len(LEVELS)  # spark-1 and the proxy, one prompt kind
 
 
-class Engine(BaseHTTPRequestHandler):
+class Engine(QuietHandler):
     """One streamed answer of three tokens per POST, after ``delay_s`` (so a point lasts long enough to stop)."""
 
-    def log_message(self, *args):
-        pass
-
     def do_GET(self):
-        text = f"vllm:generation_tokens_total {self.server.posts * 3}.0\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(text)))
-        self.end_headers()
-        self.wfile.write(text)
+        self.send_body(f"vllm:generation_tokens_total {self.server.posts * 3}.0\n".encode())
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))

@@ -5,28 +5,22 @@ import ssl
 import threading
 import time
 import typing
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from http_stub import QuietHandler
 from tls_material import sim_tls
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
 
 
-class Fake(BaseHTTPRequestHandler):
+class Fake(QuietHandler):
     served = 0
     lock = threading.Lock()
     authorizations: typing.ClassVar[list] = []
 
-    def log_message(self, *args):
-        pass
-
     def do_GET(self):
-        text = f'vllm:generation_tokens_total{{model_name="m"}} {Fake.served * 3}.0\n'.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(text)))
-        self.end_headers()
-        self.wfile.write(text)
+        self.send_body(f'vllm:generation_tokens_total{{model_name="m"}} {Fake.served * 3}.0\n'.encode())
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))

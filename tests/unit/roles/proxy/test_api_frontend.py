@@ -19,27 +19,21 @@ import jinja2
 import pytest
 import yaml
 from haproxy_render import NEEDS_HAPROXY, ROLE, LiveHAProxy, free_port, render
+from http_stub import QuietHandler
 from tls_material import sim_tls
 
 KEY = "unit-canary-3f9c"
 
 
-class _Replica(http.server.BaseHTTPRequestHandler):
+class _Replica(QuietHandler):
     """A replica that answers every path 200 (as vLLM does /metrics and /tokenize without a key): what comes back
     refused is the proxy's doing."""
 
     def _answer(self):
         body = json.dumps({"path": self.path, "authorization": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(body, "application/json")
 
     do_GET = do_POST = _answer
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
