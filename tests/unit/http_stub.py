@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from http.server import BaseHTTPRequestHandler
 
 
@@ -20,3 +21,14 @@ class QuietHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def send_stream(self, words=("a", "b", "c")):
+        """A streamed chat completion as vLLM's OpenAI server sends it: one delta a word, the usage, [DONE]."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for word in words:
+            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        usage = {"choices": [], "usage": {"completion_tokens": len(words)}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())

@@ -35,14 +35,7 @@ class Engine(QuietHandler):
         with self.server.lock:
             self.server.posts += 1
         time.sleep(self.server.delay_s)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for word in ("a", "b", "c"):
-            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        usage = {"choices": [], "usage": {"completion_tokens": 3}}
-        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self.send_stream()
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """The load generator against a loopback server that streams like vLLM and is slow on its first request."""
 
-import json
 import ssl
 import threading
 import time
@@ -29,14 +28,7 @@ class Fake(QuietHandler):
             first = Fake.served == 0
             Fake.served += 1
         time.sleep(0.3 if first else 0.01)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for word in ("a", "b", "c"):
-            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        usage = {"choices": [], "usage": {"completion_tokens": 3}}
-        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self.send_stream()
 
 
 @pytest.fixture
