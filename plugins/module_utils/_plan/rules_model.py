@@ -270,7 +270,7 @@ def speculative_method_model(ctx):
     elif layers == 0:
         message = (
             f"speculative.method {config['method']} needs the checkpoint's MTP layers and model.mtp_layers is 0: "
-            f"vLLM refuses it at start (NotImplementedError: Unsupported speculative method: 'mtp'); {instead}"
+            f"vLLM refuses it at start (\"Unsupported speculative method: 'mtp'\"); {instead}"
         )
     elif tokens > layers and tokens % layers:
         message = (
