@@ -108,6 +108,10 @@ _version_key = functools.cmp_to_key(compare_versions)
 # --------------------------------------------------------------------------------------------------------------
 # Parsers for what the node prints.
 # --------------------------------------------------------------------------------------------------------------
+# The dpkg-query -W format parse_dpkg_query reads.
+DPKG_QUERY_FORMAT = "${Package} ${Version} ${Status}\n"
+
+
 def parse_dpkg_query(text):
     """Parse ``dpkg-query -W -f='${Package} ${Version} ${Status}\\n'`` output.
 

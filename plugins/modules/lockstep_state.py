@@ -172,6 +172,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gb10.serving.plugins.module_utils._lockstep import (
+    DPKG_QUERY_FORMAT,
     VERDICT_PENDING_REBOOT,
     image_metapackage_name,
     lockstep_verdict,
@@ -180,7 +181,6 @@ from ansible_collections.gb10.serving.plugins.module_utils._lockstep import (
     parse_lib_modules,
 )
 
-DPKG_FORMAT = "${Package} ${Version} ${Status}\n"
 DEPENDS_FORMAT = "${Package}\t${Depends}\n"
 
 
@@ -192,7 +192,7 @@ class LockstepState:
         self.params = module.params
 
     def dpkg_packages(self):
-        rc, out, err = self.module.run_command(["dpkg-query", "-W", "-f=" + DPKG_FORMAT])
+        rc, out, err = self.module.run_command(["dpkg-query", "-W", "-f=" + DPKG_QUERY_FORMAT])
         if rc != 0:
             self.module.fail_json(msg=f"dpkg-query -W failed on this node (rc {rc}): {err.strip()}")
         return parse_dpkg_query(out)

@@ -76,15 +76,17 @@ changed_packages:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils._lockstep import hold_changes, parse_dpkg_query
-
-DPKG_FORMAT = "${Package} ${Version} ${Status}\n"
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep import (
+    DPKG_QUERY_FORMAT,
+    hold_changes,
+    parse_dpkg_query,
+)
 
 
 def read_selections(module, names):
     """dpkg's record of ``names``; dpkg-query exits 1 when one is unknown, which hold_changes reports by name."""
     admindir = module.params["admindir"]
-    rc, out, err = module.run_command(["dpkg-query", f"--admindir={admindir}", "-W", "-f=" + DPKG_FORMAT, *names])
+    rc, out, err = module.run_command(["dpkg-query", f"--admindir={admindir}", "-W", "-f=" + DPKG_QUERY_FORMAT, *names])
     if rc not in (0, 1):
         module.fail_json(msg=f"dpkg-query -W failed on this node (rc {rc}): {err.strip()}")
     return parse_dpkg_query(out)

@@ -21,7 +21,7 @@ def build_module(args, dpkg_fixture, depends=None, dpkg_rc=0):
 
     def run_command(self, cmd, **_kwargs):
         assert cmd[:2] == ["dpkg-query", "-W"]
-        if cmd[2] == "-f=" + lockstep_state.DPKG_FORMAT:
+        if cmd[2] == "-f=" + lockstep_state.DPKG_QUERY_FORMAT:
             return dpkg_rc, (FIXTURES / dpkg_fixture).read_text(), "" if dpkg_rc == 0 else "dpkg-query: error"
         names = cmd[3:]
         lines = [f"{name}\t{depends[name]}" for name in names if name in depends]
