@@ -12,16 +12,19 @@
 set -uo pipefail
 make_cmd=${MAKE:-make}
 summary=()
+failures=()
 status=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 started=$(date +%s)
 
 line() {  # line NAME SECONDS VERDICT
   summary+=("$(printf '%-22s %6d s %4d:%02d  %s' "$1" "$2" $(($2 / 60)) $(($2 % 60)) "$3")")
 }
 
-run_one() {  # run_one TARGET [PREFIX]: the target's exit status
+run_one() {  # run_one TARGET [LOG]: the target's exit status; with LOG, its lines prefixed and kept in LOG too
   if [ -n "${2:-}" ]; then
-    $make_cmd --no-print-directory "$1" 2>&1 | sed -u "s/^/[$1] /"
+    $make_cmd --no-print-directory "$1" 2>&1 | sed -u "s/^/[$1] /" | tee "$2"
     return "${PIPESTATUS[0]}"
   fi
   $make_cmd --no-print-directory "$1"
@@ -32,7 +35,7 @@ run_chain() {  # run_chain MARKS PART: the part's targets in order, each timed i
   IFS=, read -r -a chain <<<"$part"
   for target in "${chain[@]}"; do
     t1=$(date +%s)
-    run_one "$target" prefix
+    run_one "$target" "$marks/$target.log"
     one=$?
     echo "$one $(($(date +%s) - t1))" >"$marks/$target"
     [ "$one" -eq 0 ] || break
@@ -48,7 +51,7 @@ for stage in "$@"; do
     run_one "$stage"
     rc=$?
   else
-    marks=$(mktemp -d)
+    marks=$(mktemp -d -p "$work")
     pids=()
     for part in "${parts[@]}"; do
       if [[ "$part" == \~* ]]; then
@@ -70,11 +73,12 @@ for stage in "$@"; do
         else
           one=0 secs=0 verdict="not run (an earlier target of its part failed)"
         fi
+        # A failed part's own words go last, after the summary, where a log cut to its tail still shows them.
+        [ "$one" -eq 0 ] || failures+=("$marks/$target.log")
         printf '==> part %s of stage %s: %d s, %s\n' "$target" "$stage" "$secs" "$verdict"
         line "  $target" "$secs" "$verdict"
       done
     done
-    rm -rf "$marks"
   fi
   secs=$(($(date +%s) - t0))
   verdict=ok
@@ -90,4 +94,11 @@ total=$(($(date +%s) - started))
 printf '\n==> make test stages (wall time)\n'
 printf '%s\n' "${summary[@]}"
 printf '%-22s %6d s %4d:%02d\n' total "$total" $((total / 60)) $((total % 60))
+for log in "${failures[@]}"; do
+  printf '\n==> why %s failed: its lines that name a failure (at most 40), then its last 20 lines\n' \
+    "$(basename "$log" .log)"
+  grep -E 'FAILED|ERROR|Error|fatal:|failed=[1-9]|^\[[^]]*\] E ' "$log" | tail -n 40
+  echo '    ...'
+  tail -n 20 "$log"
+done
 exit "$status"
