@@ -144,7 +144,7 @@ package: collections
 # idle), so it starts first at normal priority and every other check runs beside it, one after another, at the
 # lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
 # at most. Each scenario and the integration suite have their own nodes under their own prefix and subnet.
-TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,molecule-others,integration
+TEST_STAGES ?= host sim-images molecule-default,integration+~lint,unit,sanity,package,molecule-others
 test:
 	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 
