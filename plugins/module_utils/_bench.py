@@ -24,6 +24,30 @@ PROMPT_COUNTER = "vllm:prompt_tokens_total"
 SUCCESS_COUNTER = "vllm:request_success_total"
 
 
+# What a sweep request holds beyond its filler words (_loadgen.filler_prompt): the question and the chat template.
+PROMPT_OVERHEAD_TOKENS = 32
+
+
+def prompt_fit_problems(prompts, max_tokens, context_length):
+    """Why a prompt kind cannot be measured: its words, the question, the template and ``max_tokens`` over the
+    served context (vLLM answers such a request with 400, and the sweep would time its refusals). One sentence
+    per kind, with the numbers and the fix; none when the context is unknown (0 or None)."""
+    if not context_length:
+        return []
+    room = int(context_length) - int(max_tokens) - PROMPT_OVERHEAD_TOKENS
+    problems = []
+    for kind, size in sorted(prompts.items()):
+        if int(size) > room:
+            problems.append(
+                f"bench_prompts.{kind} is {size} tokens: with bench_max_tokens {max_tokens} and about "
+                f"{PROMPT_OVERHEAD_TOKENS} tokens of question and chat template, a request holds about "
+                f"{int(size) + int(max_tokens) + PROMPT_OVERHEAD_TOKENS} tokens, over the served context of "
+                f"{context_length} (the plan's model.context_length), which vLLM refuses with 400. Set "
+                f"bench_prompts.{kind} to at most {max(room, 0)}, or lower bench_max_tokens."
+            )
+    return problems
+
+
 class MetricsSourceError(ValueError):
     """Metrics would be read where they cannot be trusted (through the proxy)."""
 

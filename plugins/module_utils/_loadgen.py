@@ -22,11 +22,18 @@ _TLS = {}  # one TLS context per CA file ("" the system store), built once each:
 _TLS_LOCK = threading.Lock()
 
 
+# Three-letter words, each one token with its leading space in byte-level BPE vocabularies, and four characters a
+# word, which is also the stand-in engine's rule of thumb (about four characters a token). "item123" was two or
+# three tokens: the sweep's "long" prompt of 4096 came to 8067 tokens and the simulation refused it (over 8192).
+_FILLER_WORDS = ("red", "sun", "cat", "dog", "box", "map", "pen", "cup", "hat", "key")
+FILLER_QUESTION = "\nSummarise the list above in one sentence."
+
+
 def filler_prompt(tokens):
-    """A prompt of roughly ``tokens`` tokens (about one token per short word), ending with the question."""
+    """A prompt of about ``tokens`` tokens (one a word), ending with the question."""
     words = max(1, int(tokens))
-    body = " ".join(f"item{n % 1000}" for n in range(words))
-    return f"{body}\nSummarise the list above in one sentence."
+    body = " ".join(_FILLER_WORDS[n % len(_FILLER_WORDS)] for n in range(words))
+    return body + FILLER_QUESTION
 
 
 def _request(ca_path=""):

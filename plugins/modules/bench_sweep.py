@@ -61,6 +61,12 @@ options:
     description: Prompt kinds and their size in tokens.
     type: dict
     default: {short: 64, long: 4096}
+  context_length:
+    description:
+      - The served context in tokens (the plan's C(model.context_length)); a prompt kind that does not fit with
+        O(max_tokens) is refused before any load is sent; 0 (unknown) checks nothing.
+    type: int
+    default: 0
   weights:
     description: Weight of each prompt kind in the traffic mix (default equal).
     type: dict
@@ -339,6 +345,7 @@ def main():
             "ca_path": {"type": "path", "default": ""},
             "concurrency": {"type": "list", "elements": "int", "default": list(_bench.DEFAULT_CONCURRENCY)},
             "prompts": {"type": "dict", "default": {"short": 64, "long": 4096}},
+            "context_length": {"type": "int", "default": 0},
             "weights": {"type": "dict", "default": {}},
             "requests_per_worker": {"type": "int", "default": 2},
             "max_tokens": {"type": "int", "default": 128, "no_log": False},
@@ -355,6 +362,10 @@ def main():
         },
         supports_check_mode=True,
     )
+    p = module.params
+    problems = _bench.prompt_fit_problems(p["prompts"], p["max_tokens"], p["context_length"])
+    if problems:
+        module.fail_json(msg=" ".join(problems), problems=problems)
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, ended=True, msg="check mode: no load sent")
     try:

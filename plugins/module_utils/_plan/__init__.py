@@ -102,7 +102,13 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         topology=ctx.topology,
         image=ctx.image.get("ref"),
         vllm_version=ctx.image.get("vllm_version"),
-        model={"repo_id": ctx.repo_id, "revision": ctx.revision, "served_model_name": ctx.served_name},
+        model={
+            "repo_id": ctx.repo_id,
+            "revision": ctx.revision,
+            "served_model_name": ctx.served_name,
+            # what a request may hold, prompt and completion together: --max-model-len, else the model's own length
+            "context_length": ctx.context_length or ctx.max_positions,
+        },
         nodes=ctx.entries,
         group=ctx.group,
         violations=registry.run(ctx),

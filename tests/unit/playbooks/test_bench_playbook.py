@@ -52,21 +52,21 @@ def site():
         srv.server_close()
 
 
-def sweep_play(tmp_path, urls):
+def sweep_play(tmp_path, urls, context_length=8192, prompts=None):
     """The Sweep play of bench.yml as it is, less the task that lists the replicas from the inventory."""
     play = yaml.safe_load((REPO / "playbooks" / "bench.yml").read_text())[-1]
     play["tasks"] = [t for t in play["tasks"] if not t["name"].startswith("List the replicas")]
     play["vars"]["gb10_serving_plan"] = {
         "topology": "replicas",
         "api": {"url": urls[1]},
-        "model": {"served_model_name": "m"},
+        "model": {"served_model_name": "m", "context_length": context_length},
         "nodes": {"spark-1": {"port": 8000}},
     }
     play["vars"]["__bench_replicas"] = [{"name": "spark-1", "url": urls[0]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{**play, "connection": "local"}]))
     extra = {
         "bench_concurrency": LEVELS,
-        "bench_prompts": {"short": 8},
+        "bench_prompts": prompts or {"short": 8},
         "bench_requests_per_worker": 1,
         "bench_max_tokens": 4,
         "bench_report_dir": str(tmp_path / "report"),
@@ -132,3 +132,12 @@ def test_the_sweep_prints_each_point_and_resumes_after_an_interruption(tmp_path,
     rc, out, _rows = run(tmp_path, argv, args=("-e", "bench_fresh=true"))
     assert rc == 0 and f"fresh sweep asked for: {POINTS} recorded point(s) discarded" in out, out[-3000:]
     assert f"(item=spark-1 short concurrency 1: 1/{POINTS} points done, " in out
+
+
+def test_a_prompt_over_the_served_context_is_refused_before_any_load(tmp_path, site):
+    urls, servers = site
+    rc, out, _rows = run(tmp_path, sweep_play(tmp_path, urls, context_length=512, prompts={"short": 8, "long": 4096}))
+    assert rc != 0
+    assert "bench_prompts.long is 4096 tokens" in out and "over the served context of 512" in out, out[-3000:]
+    assert [s.posts for s in servers] == [0, 0]
+    assert not (tmp_path / "report" / "bench-state.json").exists()

@@ -168,3 +168,16 @@ def test_chart_png_when_matplotlib_is_installed(tmp_path):
     rows = [dict(r, ttft_p50_s=0.1) for r in rows_for("proxy", {"short": {1: 10, 4: 30}})]
     path = _bench.render_chart(rows, str(tmp_path / "bench.png"))
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_prompt_that_fits_the_served_context_passes():
+    # 8192 - 128 - 32 = 8032 words of filler still fit
+    assert _bench.prompt_fit_problems({"short": 64, "long": 8032}, 128, 8192) == []
+    assert _bench.prompt_fit_problems({"long": 10**6}, 128, 0) == []  # unknown context: nothing to check against
+
+
+def test_a_prompt_over_the_served_context_is_named_with_its_numbers_and_fix():
+    (problem,) = _bench.prompt_fit_problems({"short": 64, "long": 8067}, 128, 8192)
+    assert problem.startswith("bench_prompts.long is 8067 tokens")
+    assert "about 8227 tokens, over the served context of 8192" in problem
+    assert "Set bench_prompts.long to at most 8032" in problem

@@ -109,3 +109,13 @@ def test_https_is_verified_against_the_given_ca_and_never_without_one(tls_server
     # Without the simulation's CA (the system store) the certificate does not verify: no request is sent.
     refused = _loadgen.one_request(url, "m", "hi", 4, 5)
     assert not refused["ok"] and "CERTIFICATE_VERIFY_FAILED" in refused["error"], refused
+
+
+def test_the_filler_prompt_is_one_short_word_a_token():
+    prompt = _loadgen.filler_prompt(4096)
+    body = prompt.removesuffix(_loadgen.FILLER_QUESTION)
+    words = body.split(" ")
+    assert len(words) == 4096
+    # three letters and a space: four characters a word, one token each with its leading space in byte-level BPE
+    assert {len(word) for word in words} == {3}
+    assert len(body) == 4 * 4096 - 1

@@ -164,3 +164,13 @@ def test_metrics_use_vllms_names_and_parse():
     assert samples[("vllm:generation_tokens_total", None)] == 3
     assert samples[("vllm:request_success_total", "length")] == 1
     assert 'vllm:num_requests_running{engine="0",model_name="tiny-moe"} 0.0' in text
+
+
+def test_the_sweeps_filler_prompt_is_its_size_to_the_standin():
+    # The sweep's "long" prompt of 4096 was 8067 tokens to this engine and over the simulation's 8192 with its
+    # completion; the words now cost what they say, within the sweep's allowance for the question and template.
+    from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+    for size in (32, 512, 4096):
+        counted = eng.count_tokens([{"role": "user", "content": _loadgen.filler_prompt(size)}])
+        assert size <= counted <= size + _bench.PROMPT_OVERHEAD_TOKENS, (size, counted)
