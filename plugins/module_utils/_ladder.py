@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gb10.serving.plugins.module_utils._earlyoom import kills
+from ansible_collections.gb10.serving.plugins.module_utils._loadgen import FILLER_WORDS
 
 DEFAULT_RUNGS = (32768, 131072, 262144)
 DEFAULT_MEM_ABORT_MIB = 4096
@@ -50,10 +51,6 @@ def rungs(values=None, model_max=None):
     return values
 
 
-# Common English words, each one token (with its leading space) in the usual BPE vocabularies.
-_FILLER = ("the", "cat", "sat", "on", "a", "mat", "and", "then", "it", "ran", "to", "see", "what", "was", "new")
-
-
 def recall_prompt(context_tokens, needle, reserve_tokens=1024):
     """A prompt of about ``context_tokens - reserve_tokens`` tokens with ``needle`` buried two thirds in.
 
@@ -62,7 +59,7 @@ def recall_prompt(context_tokens, needle, reserve_tokens=1024):
     """
     words = max(16, int(context_tokens) - int(reserve_tokens))
     at = (words * 2) // 3
-    filler = [_FILLER[n % len(_FILLER)] for n in range(words)]
+    filler = [FILLER_WORDS[n % len(FILLER_WORDS)] for n in range(words)]
     filler[at] = f"The secret code is {needle}."
     return " ".join(filler) + "\nWhat is the secret code? Answer with the code only."
 

@@ -25,14 +25,15 @@ _TLS_LOCK = threading.Lock()
 # Three-letter words, each one token with its leading space in byte-level BPE vocabularies, and four characters a
 # word, which is also the stand-in engine's rule of thumb (about four characters a token). "item123" was two or
 # three tokens: the sweep's "long" prompt of 4096 came to 8067 tokens and the simulation refused it (over 8192).
-_FILLER_WORDS = ("red", "sun", "cat", "dog", "box", "map", "pen", "cup", "hat", "key")
+# The context ladder's recall prompt is made of the same words.
+FILLER_WORDS = ("red", "sun", "cat", "dog", "box", "map", "pen", "cup", "hat", "key")
 FILLER_QUESTION = "\nSummarise the list above in one sentence."
 
 
 def filler_prompt(tokens):
     """A prompt of about ``tokens`` tokens (one a word), ending with the question."""
     words = max(1, int(tokens))
-    body = " ".join(_FILLER_WORDS[n % len(_FILLER_WORDS)] for n in range(words))
+    body = " ".join(FILLER_WORDS[n % len(FILLER_WORDS)] for n in range(words))
     return body + FILLER_QUESTION
 
 
