@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
@@ -21,18 +24,20 @@ _ARGUMENT_SPEC = {
 }
 
 
-# roles/proxy/defaults/main.yml's, where the inventory sets nothing
-_AFFINITY_DEFAULTS = {
-    "proxy_affinity": "none",
-    "proxy_affinity_header": "X-Session-Id",
-    "proxy_affinity_balance_factor": 150,
-}
+# The proxy role's defaults, which apply where the inventory sets nothing: read from the role, never retyped here.
+_PROXY_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "proxy" / "defaults" / "main.yml"
+
+
+def affinity_defaults():
+    """The proxy_affinity* variables of roles/proxy/defaults/main.yml."""
+    defaults = yaml.safe_load(_PROXY_DEFAULTS.read_text(encoding="utf-8")) or {}
+    return {key: value for key, value in defaults.items() if key.startswith("proxy_affinity")}
 
 
 def _affinity(given):
     """The session affinity settings (issue 20, item 3) as the proxy role will use them; a factor written as digits
     is the number Ansible's int argument type makes of it."""
-    value = {key: default if given.get(key) is None else given[key] for key, default in _AFFINITY_DEFAULTS.items()}
+    value = {key: default if given.get(key) is None else given[key] for key, default in affinity_defaults().items()}
     factor = value["proxy_affinity_balance_factor"]
     if isinstance(factor, str) and factor.strip().isdigit():
         factor = int(factor)

@@ -329,5 +329,13 @@ def test_the_plan_reads_the_roles_defaults_where_the_inventory_sets_nothing():
     from ansible_collections.gb10.serving.plugins.action import serving_plan
 
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    assert {key: defaults[key] for key in serving_plan._AFFINITY_DEFAULTS} == serving_plan._AFFINITY_DEFAULTS
-    assert set(serving_plan._AFFINITY_DEFAULTS) == {key for key in defaults if key.startswith("proxy_affinity")}
+    assert serving_plan.affinity_defaults() == {k: v for k, v in defaults.items() if k.startswith("proxy_affinity")}
+    assert serving_plan._affinity({}) == {
+        "mode": defaults["proxy_affinity"],
+        "header": defaults["proxy_affinity_header"],
+        "balance_factor": defaults["proxy_affinity_balance_factor"],
+    }
+    assert (
+        serving_plan._affinity({"proxy_affinity": "user", "proxy_affinity_balance_factor": "200"})["balance_factor"]
+        == 200
+    )
