@@ -12,6 +12,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
 from ansible_collections.gb10.serving.plugins.module_utils._plan import format_plan, format_violations, plan
+from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_api import affinity_settings
 
 _ARGUMENT_SPEC = {
     "profile": {"type": "str"},
@@ -35,13 +36,8 @@ def affinity_defaults():
 
 
 def _affinity(given):
-    """The session affinity settings (issue 20, item 3) as the proxy role will use them; a factor written as digits
-    is the number Ansible's int argument type makes of it."""
-    value = {key: default if given.get(key) is None else given[key] for key, default in affinity_defaults().items()}
-    factor = value["proxy_affinity_balance_factor"]
-    if isinstance(factor, str) and factor.strip().isdigit():
-        factor = int(factor)
-    return {"mode": value["proxy_affinity"], "header": value["proxy_affinity_header"], "balance_factor": factor}
+    """The session affinity settings (issue 20, item 3) as the proxy role will use them."""
+    return affinity_settings(given, affinity_defaults())
 
 
 class ActionModule(ActionBase):

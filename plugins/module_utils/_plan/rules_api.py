@@ -41,6 +41,22 @@ HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 BALANCE_FACTOR_RANGE = (101, 1000)
 
 
+def affinity_settings(variables, defaults):
+    """The proxy role's proxy_affinity* variables (``defaults`` where one is unset) as the plan and the problems
+    below read them: {mode, header, balance_factor}; a factor written as digits is the number Ansible's int
+    argument type makes of it."""
+    value = {key: default if variables.get(key) is None else variables[key] for key, default in defaults.items()}
+    value.update({key: given for key, given in variables.items() if given is not None and key not in defaults})
+    factor = value.get("proxy_affinity_balance_factor")
+    if isinstance(factor, str) and factor.strip().isdigit():
+        factor = int(factor)
+    return {
+        "mode": value.get("proxy_affinity", "none"),
+        "header": value.get("proxy_affinity_header"),
+        "balance_factor": factor,
+    }
+
+
 def affinity_problems(affinity):
     """[(variable, value, message)] of the session affinity settings (issue 20, item 3) HAProxy could not use."""
     mode = affinity.get("mode", "none")
