@@ -13,19 +13,26 @@ import json
 import random
 import struct
 
+import byte_bpe
+
 REPO_ID = "gb10-sim/tiny-moe"
 REVISION_1 = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"  # pinned by inventories/sim serving_profiles
 REVISION_2 = "9b1e4f7a2c6d8e0f3a5b7c9d1e2f4a6b8c0d2e4f"  # a later commit; `main` points here
 REFS = {"main": REVISION_2}
 NUM_LAYERS = 4
 HIDDEN = 256
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 64
 EXPERTS = 8
-EXPERT_DIM = 1024
+EXPERT_DIM = 2048
 VOCAB = 1024
+MAX_POSITIONS = 8192
 LFS_SUFFIXES = (".safetensors",)
 
 # High bytes of bfloat16 values between about -0.06 and 0.06 (sign, small exponents): no NaN or Inf anywhere.
 _BF16_HIGH = bytes((0x3C, 0x3D, 0xBC, 0xBD)[i % 4] for i in range(256))
+_BF16_ONE = b"\x80\x3f"  # 1.0: the norms' scale, so the residual stream keeps its size
 
 
 def _bf16(rng: random.Random, count: int) -> bytes:
@@ -46,26 +53,32 @@ def safetensors(tensors: list[tuple[str, list[int], bytes]]) -> bytes:
 
 
 def _shard_tensors(layer: int, seed: str) -> list[tuple[str, list[int], bytes]]:
+    """One decoder layer under the names transformers' MixtralForCausalLM saves (and vLLM's Mixtral loads):
+    q/k/v/o projections, the router as block_sparse_moe.gate and each expert's w1 (gate), w2 (down), w3 (up)."""
     rng = random.Random(f"{seed}/layer{layer}")
     prefix = f"model.layers.{layer}"
+    attention = HEADS * HEAD_DIM
+    kv = KV_HEADS * HEAD_DIM
     tensors = [
-        (f"{prefix}.input_layernorm.weight", [HIDDEN], _bf16(rng, HIDDEN)),
-        (
-            f"{prefix}.mlp.experts.down_proj",
-            [EXPERTS, 2 * HIDDEN, EXPERT_DIM],
-            _bf16(rng, EXPERTS * 2 * HIDDEN * EXPERT_DIM),
-        ),
-        (
-            f"{prefix}.mlp.experts.gate_up_proj",
-            [EXPERTS, 2 * EXPERT_DIM, 2 * HIDDEN],
-            _bf16(rng, EXPERTS * 2 * EXPERT_DIM * 2 * HIDDEN),
-        ),
-        (f"{prefix}.mlp.gate.weight", [EXPERTS, HIDDEN], _bf16(rng, EXPERTS * HIDDEN)),
-        (f"{prefix}.self_attn.qkv_proj.weight", [HIDDEN + 2 * 2 * 64, HIDDEN], _bf16(rng, (HIDDEN + 256) * HIDDEN)),
+        (f"{prefix}.input_layernorm.weight", [HIDDEN], _BF16_ONE * HIDDEN),
+        (f"{prefix}.post_attention_layernorm.weight", [HIDDEN], _BF16_ONE * HIDDEN),
+        (f"{prefix}.self_attn.q_proj.weight", [attention, HIDDEN], _bf16(rng, attention * HIDDEN)),
+        (f"{prefix}.self_attn.k_proj.weight", [kv, HIDDEN], _bf16(rng, kv * HIDDEN)),
+        (f"{prefix}.self_attn.v_proj.weight", [kv, HIDDEN], _bf16(rng, kv * HIDDEN)),
+        (f"{prefix}.self_attn.o_proj.weight", [HIDDEN, attention], _bf16(rng, HIDDEN * attention)),
+        (f"{prefix}.block_sparse_moe.gate.weight", [EXPERTS, HIDDEN], _bf16(rng, EXPERTS * HIDDEN)),
     ]
+    for expert in range(EXPERTS):
+        at = f"{prefix}.block_sparse_moe.experts.{expert}"
+        tensors += [
+            (f"{at}.w1.weight", [EXPERT_DIM, HIDDEN], _bf16(rng, EXPERT_DIM * HIDDEN)),
+            (f"{at}.w2.weight", [HIDDEN, EXPERT_DIM], _bf16(rng, HIDDEN * EXPERT_DIM)),
+            (f"{at}.w3.weight", [EXPERT_DIM, HIDDEN], _bf16(rng, EXPERT_DIM * HIDDEN)),
+        ]
     if layer == 0:
         tensors.insert(0, ("model.embed_tokens.weight", [VOCAB, HIDDEN], _bf16(rng, VOCAB * HIDDEN)))
     if layer == NUM_LAYERS - 1:
+        tensors.append(("model.norm.weight", [HIDDEN], _BF16_ONE * HIDDEN))
         tensors.append(("lm_head.weight", [VOCAB, HIDDEN], _bf16(rng, VOCAB * HIDDEN)))
     return tensors
 
@@ -77,27 +90,85 @@ def _config(revision_note: str) -> dict:
         "hidden_size": HIDDEN,
         "intermediate_size": EXPERT_DIM,
         "num_hidden_layers": NUM_LAYERS,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
         "num_local_experts": EXPERTS,
         "num_experts_per_tok": 2,
         "vocab_size": VOCAB,
-        "max_position_embeddings": 8192,
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "eos_token_id": _SPECIAL_IDS["<|im_end|>"],
         "torch_dtype": "bfloat16",
         "gb10_sim_revision_note": revision_note,
     }
 
 
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
+_TOKENIZER = byte_bpe.tokenizer_json(VOCAB, SPECIAL_TOKENS)
+_SPECIAL_IDS = {token["content"]: token["id"] for token in _TOKENIZER["added_tokens"]}
+# ChatML turns with Hermes tool calls: the tools in the system turn, each call as JSON between <tool_call> and
+# </tool_call>, what vLLM's hermes parser (--tool-call-parser hermes, the sim profiles') reads back.
+CHAT_TEMPLATE = (
+    # transformers renders it with trim_blocks: a newline right after a tag is dropped, so each one is written as
+    # {{ NL }} there (tests/unit/sim/test_sim_model.py renders it the same way)
+    "{% set NL = '\\n' %}"
+    "{% if tools %}<|im_start|>system{{ NL }}"
+    "{% if messages and messages[0].role == 'system' %}{{ messages[0].content }}{{ NL }}{{ NL }}{% endif %}"
+    "You may call one or more functions. The functions are in <tools></tools>:\n<tools>"
+    "{% for tool in tools %}{{ NL }}{{ tool | tojson }}{% endfor %}{{ NL }}</tools>\n"
+    "For each call, return a JSON object with the function name and arguments within <tool_call></tool_call>:\n"
+    '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+    "{% elif messages and messages[0].role == 'system' %}"
+    "<|im_start|>system{{ NL }}{{ messages[0].content }}<|im_end|>{{ NL }}"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'system' %}"
+    "{% elif message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant{{ NL }}"
+    "{% if message.content %}{{ message.content }}{{ NL }}{% endif %}"
+    "{% for call in message.tool_calls %}<tool_call>{{ NL }}"
+    '{"name": "{{ call.function.name }}", "arguments": '
+    "{{ call.function.arguments if call.function.arguments is string else call.function.arguments | tojson }}"
+    "}{{ NL }}</tool_call>{% endfor %}<|im_end|>{{ NL }}"
+    "{% elif message.role == 'tool' %}<|im_start|>user{{ NL }}<tool_response>{{ NL }}{{ message.content }}{{ NL }}"
+    "</tool_response><|im_end|>{{ NL }}"
+    "{% else %}<|im_start|>{{ message.role }}{{ NL }}{{ message.content }}<|im_end|>{{ NL }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant{{ NL }}{% endif %}"
+)
+
+
 def _tokenizer() -> dict[str, bytes]:
-    vocab = {f"<t{i}>": i for i in range(VOCAB - 3)}
-    vocab.update({"<s>": VOCAB - 3, "</s>": VOCAB - 2, "<pad>": VOCAB - 1})
-    tokenizer = {"version": "1.0", "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<pad>"}}
-    config = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "model_max_length": 8192}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "model_max_length": MAX_POSITIONS,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+        "added_tokens_decoder": {
+            str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in _TOKENIZER["added_tokens"]
+        },
+    }
+    specials = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
     return {
-        "tokenizer.json": json.dumps(tokenizer, sort_keys=True).encode(),
+        "tokenizer.json": json.dumps(_TOKENIZER, ensure_ascii=False, sort_keys=True).encode(),
         "tokenizer_config.json": json.dumps(config, sort_keys=True, indent=2).encode(),
-        "special_tokens_map.json": json.dumps({"bos_token": "<s>", "eos_token": "</s>"}, indent=2).encode(),
+        "special_tokens_map.json": json.dumps(specials, indent=2).encode(),
     }
 
 
@@ -115,7 +186,7 @@ def build_revision(seed_of_last_shard: str, note: str) -> dict[str, bytes]:
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     files["model.safetensors.index.json"] = json.dumps(index, indent=2).encode()
     files["config.json"] = json.dumps(_config(note), indent=2, sort_keys=True).encode()
-    files["generation_config.json"] = json.dumps({"bos_token_id": VOCAB - 3, "eos_token_id": VOCAB - 2}).encode()
+    files["generation_config.json"] = json.dumps({"eos_token_id": _SPECIAL_IDS["<|im_end|>"]}).encode()
     files.update(_tokenizer())
     files[".gitattributes"] = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
     files["README.md"] = f"# tiny-moe\n\nA generated model for the gb10.serving simulation ({note}).\n".encode()
