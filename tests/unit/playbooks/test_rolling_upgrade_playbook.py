@@ -86,9 +86,10 @@ def test_per_node_steps_in_order():
     # The serving role it applies waits for a generation, then sends the warm-up request (seed 004), as it does on
     # every path that starts a replica; the upgrade sends no second one.
     service = names(load("../roles/serving/tasks/service.yml"))
-    assert service.index("Warm the engine up before it gets clients") == service.index(
-        "Wait until the engine answers /health and generates"
-    ) + 1
+    assert (
+        service.index("Warm the engine up before it gets clients")
+        == service.index("Wait until the engine answers /health and generates") + 1
+    )
     assert names(load("../roles/serving/tasks/warmup.yml"))[0] == "Send the warm-up request"
     assert not any("warm-up" in step for step in steps), steps
 
