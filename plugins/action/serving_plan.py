@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from ansible.module_utils.common.yaml import yaml_load
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
@@ -31,7 +31,7 @@ _PROXY_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "proxy" / "def
 
 def affinity_defaults():
     """The proxy_affinity* variables of roles/proxy/defaults/main.yml."""
-    defaults = yaml.safe_load(_PROXY_DEFAULTS.read_text(encoding="utf-8")) or {}
+    defaults = yaml_load(_PROXY_DEFAULTS.read_text(encoding="utf-8")) or {}
     return {key: value for key, value in defaults.items() if key.startswith("proxy_affinity")}
 
 
