@@ -5,20 +5,12 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
+from _api import replica_counter
 
 
 def _successes(url):
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "vllm:request_success_total"
-    )
+    return replica_counter(url, "vllm:request_success_total")
 
 
 def test_both_replicas_ready_in_the_proxy(served_sim):

@@ -21,8 +21,7 @@ import urllib.parse
 import urllib.request
 
 import yaml
-from _api import API_KEY
-from prometheus_client.parser import text_string_to_metric_families
+from _api import API_KEY, replica_counter
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
 
@@ -50,15 +49,8 @@ def query(sim, expr, at=None):
 
 
 def own_tokens(sim, node):
-    """The replica's own generated-token counter, from its own /metrics (every engine and model label summed)."""
-    with urllib.request.urlopen(f"{sim.replica_url(node)}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == TOKENS
-    )
+    """The replica's own generated-token counter, from its own /metrics."""
+    return replica_counter(sim.replica_url(node), TOKENS)
 
 
 def wait_for(check, what, limit):
