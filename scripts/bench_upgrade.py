@@ -11,7 +11,9 @@ Needs a converged simulation (make sim, same SIM_PREFIX / SIM_SUBNET_BASE / GB10
 3. prints, per node and run: the upgrade's total (drain to ready), the replica's own restart, and the overhead
    (total minus own restart: drain wait, stop, apply, warm-up, smoke test, ready), and how the node got its
    FlashInfer module (built, received from another node over the fabric: built once per cluster, or present) with
-   that step's seconds. BENCH_UPGRADE_IMAGE=<repo@sha256:...> adds a run to that serving image and one back.
+   that step's seconds. Then a run to the stand-in's next release (a new image digest, sim/publish_image.sh) and
+   one back: the first drained node builds the module, the other receives it. BENCH_UPGRADE_IMAGE=<repo@sha256:...>
+   names another image; BENCH_UPGRADE_IMAGE=none leaves the image runs out.
 Timings are printed, never asserted. The site is left on the inventory's profile, both replicas ready.
 """
 
@@ -82,6 +84,15 @@ def own_restart(node):
         admin(f"set server vllm/{node} state ready")
 
 
+def next_image():
+    """The stand-in's next release as sim/publish_image.sh recorded it ($GB10_SIM_IMAGES), or "" where it did not."""
+    images = Path(os.environ.get("GB10_SIM_IMAGES", REPO / "sim/build/images.yml"))
+    published = yaml.safe_load(images.read_text()) if images.is_file() else {}
+    inventory = yaml.safe_load((REPO / "inventories/sim/group_vars/all/sim_image.yml").read_text())
+    digest = (published or {}).get("gb10_sim_standin_next_digest")
+    return f"{inventory['gb10_sim_standin_repository']}@{digest}" if digest else ""
+
+
 def upgrade(extravars, label):
     report = Path(tempfile.mkdtemp(prefix="gb10-bench-upgrade-")) / "report.json"
     variables = {"serving_profile": PROFILE, "rolling_upgrade_report": str(report), **extravars}
@@ -110,8 +121,8 @@ def main():
         wait(lambda node=node: healthy(node), 60, f"{node} serving before the bench")
     own = {node: own_restart(node) for node in NODES}
     runs = [("drop --enable-prefix-caching", {"serving_profiles": changed}), ("back to the inventory's profile", {})]
-    image = os.environ.get("BENCH_UPGRADE_IMAGE", "")
-    if image:
+    image = os.environ.get("BENCH_UPGRADE_IMAGE") or next_image()
+    if image and image != "none":
         to_image = copy.deepcopy(profiles["serving_profiles"])
         to_image[PROFILE]["image"]["ref"] = image
         runs += [(f"to image {image[-12:]}", {"serving_profiles": to_image}), ("back to the inventory's image", {})]

@@ -2,7 +2,8 @@
 # Apache-2.0
 """The FlashInfer cache proven by the build's own identity (issue 17), on the served site.
 
-- After the converge every node's prebuilt fused-MoE module is as the prebuild stamped it: zero rebuilt modules.
+- After the converge every node's prebuilt fused-MoE module is as the prebuild stamped it: zero rebuilt modules,
+  and one build for the cluster (every node holds the same stamp: one node built, the others received it).
 - A serving environment whose build.ninja differs from the prebuild's (another CC) is refused by the serving role
   before it writes an env file or touches a unit, naming the differing lines; the site goes on serving, untouched.
 
@@ -47,6 +48,12 @@ def test_every_node_reports_zero_rebuilt_modules_after_the_converge(served_sim):
         assert res["rebuilt"] == 0, res["message"]
         # The sim's model is an MoE (tiny-moe): its fused_moe_120 was prebuilt, stamped and loaded.
         assert [m["module"] for m in res["modules"]] == ["fused_moe_120"], (node, res["modules"])
+    # Built once per cluster (issue 17 item 3): a receiving node keeps the builder's stamp byte for byte (its build
+    # seconds and .ninja_log figures included), where a build of its own would have written its own.
+    stamps = {
+        node: served_sim.exec(node, "sha256sum", f"{CACHE}/gb10-prebuild.json").stdout.split()[0] for node in NODES
+    }
+    assert len(set(stamps.values())) == 1, f"the nodes hold stamps of different builds: {stamps}"
 
 
 def test_pitfall_serving_environment_with_another_cc_is_refused_before_the_unit_starts(served_sim):

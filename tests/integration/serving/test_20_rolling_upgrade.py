@@ -2,26 +2,30 @@
 # Apache-2.0
 """playbooks/rolling_upgrade.yml under a steady load through the proxy (issue 6, DESIGN section 6).
 
-Every test sends plain and streaming chat requests through the proxy for the whole run and asserts 0 failed
-requests and 0 5xx; it prints the requests each replica served over time, read from each replica's own /metrics
-(seed 002: never through the proxy).
+Every test sends plain and streaming chat requests through the proxy for the whole run and asserts 0 failed requests
+and 0 5xx; it prints the requests each replica served over time, read from each replica's own /metrics (seed 002:
+never through the proxy).
 
 The three upgrades chain, so that one rolling upgrade back to the original profile ends them instead of one after
-each: both nodes to the next model revision; then, on top of it, a wrong tool-call parser that spark-1 fails (it
-stays drained, spark-2 keeps the revision); then, from there, a target whose replica is killed on spark-1 (it stays
-drained again). Between the last two the tool-calling gate refuses the replica left with the wrong parser. The
-last one, or the first that fails, puts the site back on the original profile and waits until
-both replicas are serving and READY. The restore itself is a rolling upgrade of both nodes (spark-1 from drained).
+each: both nodes to the next model revision and the next serving image (a new digest: the FlashInfer module is built
+once, on the first drained node, and received by the other, issue 17); then, on top of it, a wrong tool-call parser
+that spark-1 fails (it stays drained, spark-2 keeps the revision); then, from there, a target whose replica is
+killed on spark-1 (it stays drained again). Between the last two the tool-calling gate refuses the replica left with
+the wrong parser. The last one puts the site back on the original profile and image at once (the FlashInfer module
+for that image, the serving apply, an explicit ready); the first that fails restores it by a rolling upgrade of both
+nodes (spark-1 from drained). Either waits until both replicas are serving and READY.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import threading
 import time
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import yaml
@@ -145,9 +149,10 @@ def restore(sim):
 
 
 def fast_restore(sim):
-    """Back to the inventory's profile on both nodes at once and every held server ready: the serving apply and an
-    explicit ready, without a rolling upgrade's per-node checks (no load runs here; make test's budget)."""
-    sim.playbook("tests/integration/serving/serving_apply.yml")
+    """Back to the inventory's profile on both nodes at once and every held server ready: the inventory's image gated
+    again with its FlashInfer module (the chain moved the site to the next one), the serving apply and a ready,
+    without a rolling upgrade's per-node checks (no load runs here; make test's budget)."""
+    sim.playbook("tests/integration/serving/serving_apply.yml", {"serving_apply_image": True})
     sim.playbook("playbooks/ready.yml", {"ready_servers": "all"})
     sim.wait_all_ready()
 
@@ -162,13 +167,34 @@ def restored_on_failure(sim):
         raise
 
 
-def next_revision(profile):
-    profile["model"].update(revision=NEXT_REVISION)
+def next_image(sim):
+    """The stand-in's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
+    published = yaml.safe_load(Path(sim.env["GB10_SIM_IMAGES"]).read_text())
+    inventory = yaml.safe_load((sim.inventory / "group_vars" / "all" / "sim_image.yml").read_text())
+    return f"{inventory['gb10_sim_standin_repository']}@{published['gb10_sim_standin_next_digest']}"
+
+
+def upgraded(sim):
+    """The edit to the next model revision on the next serving image, which every upgrade of the chain makes."""
+    image = next_image(sim)
+
+    def change(profile):
+        profile["model"].update(revision=NEXT_REVISION)
+        profile["image"].update(ref=image)
+
+    return change
 
 
 def running_argv(sim, node):
     inspect = sim.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout
     return yaml.safe_load(inspect)
+
+
+def running_base(sim, node):
+    """The base image of the replica's container: the serving image is the gated Ray layer on top of it, labelled
+    with its base by roles/serving_image."""
+    label = '{{index .Config.Labels "org.gb10.serving.base"}}'
+    return sim.exec(node, "docker", "inspect", "-f", label, "gb10-vllm").stdout.strip()
 
 
 def container_id(sim, node):
@@ -180,18 +206,28 @@ def output(runner):
     return " ".join(runner.stdout.read().split())
 
 
-def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
+def test_rolling_upgrade_of_both_nodes_under_load(served_sim, tmp_path):
     sim = served_sim
-    extravars = target(sim, next_revision)
+    image = next_image(sim)
+    report = tmp_path / "report.json"
+    extravars = {**target(sim, upgraded(sim)), "rolling_upgrade_report": str(report)}
     before = {node: container_id(sim, node) for node in NODES}
+    assert all(running_base(sim, node) != image for node in NODES), "the site already serves the next image"
     with restored_on_failure(sim):
-        with steady_load(sim, "upgrade to the next model revision"):
+        with steady_load(sim, "upgrade to the next model revision and serving image"):
             runner = sim.playbook(PLAYBOOK, extravars=extravars)
         text = output(runner)
         for node in NODES:
             argv = running_argv(sim, node)
             assert any(NEXT_REVISION in word for word in argv), f"{node} does not serve the target: {argv}"
+            assert running_base(sim, node) == image, f"{node} does not run the target image"
             assert container_id(sim, node) != before[node], f"{node} was not restarted"
+        # Issue 17 item 3: the new image's module is compiled once for the cluster, on the first drained node; the
+        # second takes it from there over the fabric while the first serves.
+        flashinfer = {node: figures["flashinfer"] for node, figures in json.loads(report.read_text()).items()}
+        print(f"\nFlashInfer module per node: {flashinfer}")
+        assert flashinfer["spark-1"]["action"] == "built", flashinfer
+        assert (flashinfer["spark-2"]["action"], flashinfer["spark-2"]["source"]) == ("received", "spark-1"), flashinfer
         assert sim.all_ready()
         for node in NODES:
             assert f"{node} upgraded and ready" in text, f"no figures for {node}"
@@ -216,12 +252,31 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim):
         )
 
 
+def test_serving_role_refuses_a_gated_image_of_another_base(served_sim):
+    """The previous test left both nodes gated and serving on the next image: the serving role alone, asked for the
+    inventory's own image, refuses before it changes anything instead of serving the gated next image."""
+    sim = served_sim
+    before = {node: container_id(sim, node) for node in NODES}
+    runner = sim.playbook("tests/integration/serving/serving_apply.yml", check=False)
+    text = output(runner)
+    assert runner.rc != 0, "the serving role served the gated image of another base"
+    failed = {
+        e["event_data"]["host"]: e["event_data"]["task"] for e in runner.events if e.get("event") == "runner_on_failed"
+    }
+    assert failed == dict.fromkeys(NODES, "Refuse a gated image built on another base than the plan's image"), failed
+    assert "but the plan serves" in text and "Nothing was changed" in text
+    assert {node: container_id(sim, node) for node in NODES} == before, "a replica was restarted"
+    assert sim.all_ready()
+
+
 def test_node_failing_its_smoke_test_stays_drained(served_sim):
     # From the previous test's site: both nodes on the next revision.
     sim = served_sim
 
+    upgrade = upgraded(sim)
+
     def wrong_parser(profile):
-        next_revision(profile)
+        upgrade(profile)
         profile["vllm_options"].update({"tool-call-parser": "llama3_json"})
 
     extravars = target(sim, wrong_parser)
@@ -257,8 +312,10 @@ def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):
     # From the previous test's site: spark-1 drained with the wrong parser, spark-2 serving the next revision.
     sim = served_sim
 
+    upgrade = upgraded(sim)
+
     def without_prefix_caching(profile):
-        next_revision(profile)
+        upgrade(profile)
         profile["vllm_options"].pop("enable-prefix-caching")
 
     extravars = target(sim, without_prefix_caching)
