@@ -82,6 +82,14 @@ def own_restart(node):
     finally:
         wait(lambda: healthy(node), 900, f"{node}'s /health")
         admin(f"set server vllm/{node} state ready")
+        # Its warm agent holds it DOWN until its watchdog's warm-up (no Ansible run follows this start): the next
+        # step must find it serving, or the rolling upgrade refuses to drain the only replica left.
+        wait(lambda: in_service(node), 300, f"{node} up in the proxy after its watchdog's warm-up")
+
+
+def in_service(node):
+    rows = [line.split() for line in admin("show servers state vllm").splitlines() if not line.startswith("#")]
+    return any(len(row) > 5 and row[3] == node and row[5] == "2" for row in rows)
 
 
 def next_image():

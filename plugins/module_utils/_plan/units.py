@@ -25,6 +25,10 @@ _REQUIRES = {"gb10-vllm-tp.service": "gb10-ray-head.service"}
 # plan role -> (the unit whose engine answers /health, the name of its watchdog); a Ray worker serves no API.
 _ENGINES = {"replica": ("gb10-vllm.service", "replica"), "ray_head": ("gb10-vllm-tp.service", "tp")}
 TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker")}
+# Where an engine's warm marker lives: written after its warm-up request (roles/serving's warm-up, its watchdog),
+# removed when its unit starts or stops; the node's warm agent answers HAProxy's agent check "up" only while it is
+# there (issue 19 item 5). Under /run: a reboot leaves no engine warm.
+WARM_DIR = "/run/gb10-warm"
 ROLES = tuple(role for roles in TOPOLOGY_ROLES.values() for role in roles)
 
 
@@ -41,6 +45,18 @@ def _watchdog(role):
         "timer": f"gb10-watchdog-{name}.timer",
         "service": f"gb10-watchdog-{name}.service",
         "unit": unit,
+    }
+
+
+def _warm(role):
+    """The warm agent of an engine's role: its socket and service units and the marker it answers from."""
+    if role not in _ENGINES:
+        return None
+    _unit, name = _ENGINES[role]
+    return {
+        "socket": f"gb10-warm-agent-{name}.socket",
+        "service": f"gb10-warm-agent-{name}.service",
+        "marker": f"{WARM_DIR}/{name}",
     }
 
 
@@ -63,12 +79,14 @@ def _requires(unit):
 
 
 def node_units(role):
-    """A node's units: ``units`` in start order (unit, template, container, conflicts, requires, watchdog), the
-    ``engine_unit`` that answers /health (None on a Ray worker), and ``unit_names``, every unit file its role writes
-    in the order they stop (watchdog timer, its service, then the services in reverse start order). ``requires``
-    is the unit (and its container) that this one Requires=, starts after and shares the PID namespace of, or None.
+    """A node's units: ``units`` in start order (unit, template, container, conflicts, requires, watchdog, warm),
+    the ``engine_unit`` that answers /health (None on a Ray worker), and ``unit_names``, every unit file its role
+    writes in the order they stop (watchdog timer, its service, the warm agent's socket and service, then the
+    services in reverse start order). ``requires`` is the unit (and its container) that this one Requires=, starts
+    after and shares the PID namespace of, or None. ``warm`` is on the engine unit only: its warm agent.
     """
     watchdog = _watchdog(role)
+    warm = _warm(role)
     units = [
         {
             "unit": unit,
@@ -77,10 +95,12 @@ def node_units(role):
             "conflicts": _conflicts(role),
             "requires": _requires(unit),
             "watchdog": dict(watchdog, container=container) if watchdog and watchdog["unit"] == unit else None,
+            "warm": warm if watchdog and watchdog["unit"] == unit else None,
         }
         for unit, template, container in _SERVICES[role]
     ]
     names = [watchdog["timer"], watchdog["service"]] if watchdog else []
+    names += [warm["socket"], warm["service"]] if warm else []
     names += [unit["unit"] for unit in reversed(units)]
     return {"units": units, "engine_unit": watchdog["unit"] if watchdog else None, "unit_names": names}
 
@@ -90,18 +110,21 @@ def site_units():
     write); ``topologies``, the units each topology runs (what a switch reads to tell which one runs now);
     ``services``, each topology's service units, those that run a container, in start order (what the other
     topology's units name in Conflicts=, what Ray's fence loads before); ``static``, the units with no [Install]
-    (a watchdog's service, which its timer starts: nothing to enable or disable); and ``retire_phases``: every
-    node does one phase before any does the next (watchdogs, which would restart an engine; the engines; the Ray
-    workers; the Ray head), so that nothing still running sees a peer vanish."""
+    (a watchdog's service, which its timer starts, and a warm agent's, which its socket starts: nothing to enable
+    or disable); and ``retire_phases``: every node does one phase before any does the next (watchdogs, which would
+    restart an engine, and warm agents; the engines; the Ray workers; the Ray head), so that nothing still running
+    sees a peer vanish."""
     per_role = {role: node_units(role) for role in ROLES}
 
     def services(role):
         return [unit["unit"] for unit in per_role[role]["units"]]
 
     watchdogs = [unit["watchdog"] for role in ROLES for unit in per_role[role]["units"] if unit["watchdog"]]
+    warms = [unit["warm"] for role in ROLES for unit in per_role[role]["units"] if unit["warm"]]
     engines = [per_role[role]["engine_unit"] for role in ROLES if per_role[role]["engine_unit"]]
     phases = [
-        [name for watchdog in watchdogs for name in (watchdog["timer"], watchdog["service"])],
+        [name for watchdog in watchdogs for name in (watchdog["timer"], watchdog["service"])]
+        + [name for warm in warms for name in (warm["socket"], warm["service"])],
         engines,
         services("ray_worker"),
         [unit for unit in services("ray_head") if unit not in engines],
@@ -113,6 +136,6 @@ def site_units():
             for topology, roles in TOPOLOGY_ROLES.items()
         },
         "services": {topology: _services(topology) for topology in TOPOLOGY_ROLES},
-        "static": [watchdog["service"] for watchdog in watchdogs],
+        "static": [watchdog["service"] for watchdog in watchdogs] + [warm["service"] for warm in warms],
         "retire_phases": phases,
     }

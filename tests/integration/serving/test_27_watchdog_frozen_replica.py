@@ -15,8 +15,9 @@ covers that against a real HTTP server). The process is stopped from the node (i
 
 Then: the watchdog decides to restart gb10-vllm.service on spark-2 within interval x failures + probe timeout + 60 s
 (its journal says `restart`), the unit comes back with a new InvocationID and container (the watchdog kills the
-container first: a stopped process keeps SIGTERM pending for docker stop's whole timeout), spark-2 generates again
-and is UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those
+container first: a stopped process keeps SIGTERM pending for docker stop's whole timeout), spark-2 generates again,
+is warmed once by its watchdog (issue 19 item 5: the proxy holds it up only after the warm marker is written), and
+is UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those
 the proxy sent to spark-2 before its health check marked it DOWN (in flight at the freeze or just after). The
 finally sends SIGCONT (a no-op once the container is gone) and waits until every replica is serving and READY.
 """
@@ -118,6 +119,7 @@ class Watch(threading.Thread):
         super().__init__(daemon=True)
         self.sim, self.stop = sim, threading.Event()
         self.down_at, self.samples = None, []
+        self.up_again_wall = None  # time.time() of the first sample that finds FROZEN up again after down_at
 
     def run(self):
         while not self.stop.is_set():
@@ -128,6 +130,8 @@ class Watch(threading.Thread):
                 op_state = 2
             if self.down_at is None and op_state != 2:
                 self.down_at = now
+            elif self.down_at is not None and self.up_again_wall is None and op_state == 2:
+                self.up_again_wall = time.time()
             self.samples.append((now, served_count(self.sim, SERVING)))
             self.stop.wait(1.0)
 
@@ -203,6 +207,18 @@ def _frozen_replica_is_restarted(sim):
         f"{(watch.down_at - frozen_at) if watch.down_at else float('nan'):.0f} s after the freeze\n{journal[-3000:]}"
     )
     assert API_KEY not in journal, "the watchdog's journal carries the API key"
+    # Issue 19 item 5: the restarted engine was warmed by its watchdog before the proxy gave it clients. The unit
+    # removed its marker at the start; the warm agent held the server DOWN (agent) until the warm-up wrote it.
+    warmed = [line for line in journal.splitlines() if line.startswith(f"{UNIT}: warmed (warm-up 200 in ")]
+    assert len(warmed) == 1, f"the watchdog did not warm the restarted engine once:\n{journal[-2000:]}"
+    marker = warmed[0].rsplit("marker ", 1)[1].rstrip(")")
+    marked = float(sim.exec(FROZEN, "stat", "-c", "%Y", marker).stdout.strip())
+    assert watch.up_again_wall is not None, f"the proxy never held {FROZEN} up again"
+    # The nodes share the host's clock; stat's %Y is whole seconds, the watch samples every second.
+    assert watch.up_again_wall >= marked - 1.0, (
+        f"the proxy held {FROZEN} up {marked - watch.up_again_wall:.1f} s before its warm-up marked it warm"
+    )
+    print(f"{warmed[0]}; the proxy held {FROZEN} up {watch.up_again_wall - marked:.1f} s after the marker")
     # spark-1 served in every 10 s from the freeze until spark-2 was back (its own counter, never through the proxy).
     counts = [(t, n) for t, n in watch.samples if frozen_at <= t <= back_at]
     assert counts and all(sample[1] is not None for sample in counts), f"{SERVING} stopped answering /metrics: {counts}"

@@ -58,7 +58,9 @@ def free_port():
 class LiveHAProxy:
     """A real HAProxy in the foreground on the role's rendered configuration, in ``folder``; its runtime API."""
 
-    def __init__(self, folder, max_seqs=(12, 8), api_key="unit-test-key", replica_port=None, **overrides):
+    def __init__(
+        self, folder, max_seqs=(12, 8), api_key="unit-test-key", replica_port=None, agent_ports=None, **overrides
+    ):
         self.folder = Path(folder)
         self.socket = str(self.folder / "admin.sock")
         self.state_file = str(self.folder / "server-state")
@@ -66,6 +68,9 @@ class LiveHAProxy:
         errorfile.write_text(render(template="503-queue.http.j2"))
         # Replicas on loopback ports where nothing listens: their checks fail, admin states are what is read here.
         hostvars = {f"spark-{i + 1}": {"gb10_fabric_address": "127.0.0.1"} for i in range(len(max_seqs))}
+        # agent_ports: each replica's warm agent port (its node's gb10_warm_agent_port)
+        for host, port in zip(sorted(hostvars), agent_ports or [], strict=False):
+            hostvars[host]["gb10_warm_agent_port"] = port
         # The accepted key, as roles/proxy's configure writes it.
         keys = self.folder / "api-keys"
         keys.write_text(f"Bearer {api_key}\n")

@@ -21,7 +21,11 @@ WATCHDOG_VARS = {
     "_serving_model_name": "tiny-moe",
     "_serving_secrets_env_file": "/etc/gb10/serving/secrets.env",
     "_serving_metrics_url": "http://192.168.200.11:8000/metrics",
+    "_serving_chat_url": "http://192.168.200.11:8000/v1/chat/completions",
+    # the site runs no warm agent unless a test gives the engine unit that has one
+    "_serving_node_warms": [],
 }
+AGENT_BIN = "/usr/local/libexec/gb10-warm-agent"
 
 
 def environment():
@@ -42,3 +46,16 @@ def render_watchdog(kind, watchdog, **variables):
     loops)."""
     values = {**plain_defaults(), "ansible_managed": "managed", **WATCHDOG_VARS, **variables}
     return environment().get_template(f"gb10-watchdog.{kind}.j2").render(**values, item=(watchdog, kind))
+
+
+def render_warm_agent(kind, unit, **variables):
+    """gb10-warm-agent.<kind>.j2 for the plan's engine unit that has a warm agent (``item`` is that unit)."""
+    values = {
+        **plain_defaults(),
+        "ansible_managed": "managed",
+        "_serving_warm_agent_bin": AGENT_BIN,
+        "gb10_warm_agent_port": 8009,
+        "gb10_fabric_address": "192.168.200.11",
+        **variables,
+    }
+    return environment().get_template(f"gb10-warm-agent.{kind}.j2").render(**values, item=unit)

@@ -46,6 +46,7 @@ def test_every_file_the_units_are_restarted_for_notifies_the_one_handler_and_reg
     assert registers == {*ENV_FILES, "__serving_unit_files"}
     assert [h["name"] for h in HANDLERS if "Restart" in h["name"]] == [
         "Restart the serving units",
+        "Restart serving warm agent sockets",
         "Restart serving watchdog timers",
     ]
 

@@ -11,7 +11,15 @@ import sys
 from pathlib import Path
 
 import yaml
-from serving_render import ROLE, environment, plain_defaults, render_watchdog
+from serving_render import (
+    AGENT_BIN,
+    ROLE,
+    WATCHDOG_VARS,
+    environment,
+    plain_defaults,
+    render_warm_agent,
+    render_watchdog,
+)
 
 IMAGE = "registry:5000/vllm@sha256:" + "0" * 64
 PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
@@ -151,8 +159,20 @@ def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
 
 SIM_UNITS = {
     "sim-replicas": {
-        "spark-1": ["gb10-vllm.service", "gb10-watchdog-replica.service", "gb10-watchdog-replica.timer"],
-        "spark-2": ["gb10-vllm.service", "gb10-watchdog-replica.service", "gb10-watchdog-replica.timer"],
+        "spark-1": [
+            "gb10-vllm.service",
+            "gb10-watchdog-replica.service",
+            "gb10-watchdog-replica.timer",
+            "gb10-warm-agent-replica.socket",
+            "gb10-warm-agent-replica.service",
+        ],
+        "spark-2": [
+            "gb10-vllm.service",
+            "gb10-watchdog-replica.service",
+            "gb10-watchdog-replica.timer",
+            "gb10-warm-agent-replica.socket",
+            "gb10-warm-agent-replica.service",
+        ],
     },
     "sim-tp": {
         "spark-1": [
@@ -160,6 +180,8 @@ SIM_UNITS = {
             "gb10-vllm-tp.service",
             "gb10-watchdog-tp.service",
             "gb10-watchdog-tp.timer",
+            "gb10-warm-agent-tp.socket",
+            "gb10-warm-agent-tp.service",
         ],
         "spark-2": ["gb10-ray-worker.service"],
     },
@@ -182,10 +204,11 @@ def _role_loops(plan, host):
         **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
     }
     variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
-    variables.update(gb10_plan=plan, inventory_hostname=host)
+    variables.update(gb10_plan=plan, inventory_hostname=host, gb10_warm_agent_port=8009)
     templar = Templar(loader=DataLoader(), variables=variables)
     return [
-        templar.template(trust_as_template("{{ " + k + " }}")) for k in ("_serving_units", "_serving_node_watchdogs")
+        templar.template(trust_as_template("{{ " + k + " }}"))
+        for k in ("_serving_units", "_serving_node_watchdogs", "_serving_node_warms")
     ]
 
 
@@ -197,8 +220,9 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
         assert plan["violations"] == [], profile
         for host in hosts:
             node = plan["nodes"][host]
-            units, watchdogs = _role_loops(plan, host)
+            units, watchdogs, warms = _role_loops(plan, host)
             assert units == node["units"], (profile, host)
+            assert warms == [unit for unit in units if unit["unit"] == node["engine_unit"]], (profile, host)
             written = []
             for unit in units:
                 text = _render_text(
@@ -207,18 +231,33 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 lines = text.splitlines()
                 assert CONFLICTS[unit["unit"]] in lines, (profile, host, unit["unit"])
                 assert f"ExecStartPre=-/usr/bin/docker rm --force {unit['container']}" in lines
+                if unit["warm"]:
+                    # issue 19 item 5: every start and stop of the engine leaves it cold for its warm agent
+                    assert f"ExecStartPre=-/bin/rm -f {unit['warm']['marker']}" in lines
+                    assert f"ExecStopPost=-/bin/rm -f {unit['warm']['marker']}" in lines
                 opts = _opts(_exec_start(text))
                 assert opts[opts.index("--name") + 1] == unit["container"]
                 written.append(unit["unit"])
             for watchdog in watchdogs:
                 assert watchdog["unit"] == node["engine_unit"]
-                service = render_watchdog("service", watchdog)
+                service = render_watchdog("service", watchdog, _serving_node_warms=warms)
                 argv = _exec_start(service)
                 assert argv[argv.index("--unit") + 1] == node["engine_unit"]
+                assert argv[argv.index("--marker") + 1] == warms[0]["warm"]["marker"]
+                assert argv[argv.index("--warmup-url") + 1] == WATCHDOG_VARS["_serving_chat_url"]
                 assert f"RuntimeDirectory=gb10-watchdog-{watchdog['name']}" in service.splitlines()
                 assert f"Description=gb10 serving watchdog for {node['engine_unit']}" in service
                 assert "[Timer]" in render_watchdog("timer", watchdog)
                 written += [watchdog["service"], watchdog["timer"]]
+            for unit in warms:
+                socket = render_warm_agent("socket", unit, gb10_fabric_address="192.168.200.11")
+                assert "ListenStream=192.168.200.11:8009" in socket.splitlines()
+                agent = render_warm_agent("service", unit)
+                assert _exec_start(agent) == [AGENT_BIN, "--marker", unit["warm"]["marker"]]
+                assert "DynamicUser=yes" in agent.splitlines() and unit["warm"]["service"] == unit["warm"][
+                    "socket"
+                ].replace(".socket", ".service")
+                written += [unit["warm"]["socket"], unit["warm"]["service"]]
             assert sorted(written) == sorted(node["unit_names"]), (profile, host)
             seen.setdefault(profile, {})[host] = written
     assert seen == SIM_UNITS

@@ -207,3 +207,57 @@ def test_watchdog_unit_passes_the_key_file_path_never_the_key():
     assert opts["--container"] == "gb10-vllm" and opts["--metrics-url"] == "http://192.168.200.11:8000/metrics"
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     assert variables["_serving_model_name"] == "{{ _serving_plan.model.served_model_name }}"
+
+
+def _warm_args(base, state_file, marker):
+    args = ["--unit", "gb10-vllm.service", "--url", f"{base}/health", "--completions-url", f"{base}/v1/completions"]
+    args += ["--model", "tiny-moe", "--state", str(state_file), "--timeout", "2", "--marker", str(marker)]
+    args += ["--warmup-url", f"{base}/v1/chat/completions", "--warmup-max-tokens", "16", "--warmup-timeout", "5"]
+    return args
+
+
+def test_pitfall_cold_replica_back_in_the_proxy_after_a_restart_is_warmed_first(engine, tmp_path, monkeypatch, capsys):
+    # Seed 004 (the first request compiles kernels) on the paths no Ansible run follows: after this watchdog's
+    # restart, systemd's Restart=on-failure or a reboot the unit removed its marker, and the warm agent holds the
+    # replica out of the proxy. The first healthy probe sends the warm-up request, then writes the marker; once.
+    base, state = engine
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 30.0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: pytest.fail(f"systemctl {args}"))
+    marker = tmp_path / "gb10-warm" / "replica"
+    args = _warm_args(base, tmp_path / "failures", marker)
+    assert watchdog.main(args) == 0
+    assert marker.read_text() == "warm\n" and oct(marker.stat().st_mode & 0o777) == "0o644"
+    assert [path for path, _body, _auth in state["posts"]] == ["/v1/completions", "/v1/chat/completions"]
+    assert state["posts"][1][1] == {"model": "tiny-moe", "messages": watchdog.WARMUP_MESSAGES, "max_tokens": 16}
+    out = capsys.readouterr().out
+    assert "gb10-vllm.service: warmed (warm-up 200 in " in out and str(marker) in out
+    assert watchdog.main(args) == 0
+    assert [path for path, _body, _auth in state["posts"]][2:] == ["/v1/completions"], "warmed twice"
+
+
+def test_no_warm_up_for_an_engine_that_fails_its_probe_and_none_marked_when_the_warm_up_fails(
+    engine, tmp_path, monkeypatch, capsys
+):
+    base, state = engine
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 5000.0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: pytest.fail(f"systemctl {args}"))
+    marker = tmp_path / "replica"
+    args = _warm_args(base, tmp_path / "failures", marker)
+    state["completion"] = "500"
+    assert watchdog.main(args) == 0
+    assert not marker.exists() and [p for p, _b, _a in state["posts"]] == ["/v1/completions"]
+    state["completion"] = "ok"
+    monkeypatch.setattr(watchdog, "warm_up", lambda *args: (False, "warm-up http://x: HTTP 503 after 0.1 s"))
+    assert watchdog.main(args) == 0
+    assert not marker.exists()
+    assert "gb10-vllm.service: not warmed (warm-up http://x: HTTP 503" in capsys.readouterr().out
+
+
+def test_warm_up_sends_the_key_and_names_a_refusal(engine):
+    base, state = engine
+    state["key"] = "s3cret-key"
+    ok, said = watchdog.warm_up(f"{base}/v1/chat/completions", "tiny-moe", "", 16, 2.0)
+    assert not ok and said.endswith("HTTP 401 after " + said.rsplit("after ", 1)[1])
+    ok, said = watchdog.warm_up(f"{base}/v1/chat/completions", "tiny-moe", "s3cret-key", 16, 2.0)
+    assert ok and said.startswith("warm-up 200 in ")
+    assert state["posts"][-1][2] == "Bearer s3cret-key"

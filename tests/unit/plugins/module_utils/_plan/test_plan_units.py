@@ -28,10 +28,21 @@ REPLICA = {
                 "unit": "gb10-vllm.service",
                 "container": "gb10-vllm",
             },
+            "warm": {
+                "socket": "gb10-warm-agent-replica.socket",
+                "service": "gb10-warm-agent-replica.service",
+                "marker": "/run/gb10-warm/replica",
+            },
         }
     ],
     "engine_unit": "gb10-vllm.service",
-    "unit_names": ["gb10-watchdog-replica.timer", "gb10-watchdog-replica.service", "gb10-vllm.service"],
+    "unit_names": [
+        "gb10-watchdog-replica.timer",
+        "gb10-watchdog-replica.service",
+        "gb10-warm-agent-replica.socket",
+        "gb10-warm-agent-replica.service",
+        "gb10-vllm.service",
+    ],
 }
 RAY_HEAD = {
     "units": [
@@ -42,6 +53,7 @@ RAY_HEAD = {
             "conflicts": ["gb10-vllm.service"],
             "requires": None,
             "watchdog": None,
+            "warm": None,
         },
         {
             "unit": "gb10-vllm-tp.service",
@@ -57,12 +69,19 @@ RAY_HEAD = {
                 "unit": "gb10-vllm-tp.service",
                 "container": "gb10-vllm-tp",
             },
+            "warm": {
+                "socket": "gb10-warm-agent-tp.socket",
+                "service": "gb10-warm-agent-tp.service",
+                "marker": "/run/gb10-warm/tp",
+            },
         },
     ],
     "engine_unit": "gb10-vllm-tp.service",
     "unit_names": [
         "gb10-watchdog-tp.timer",
         "gb10-watchdog-tp.service",
+        "gb10-warm-agent-tp.socket",
+        "gb10-warm-agent-tp.service",
         "gb10-vllm-tp.service",
         "gb10-ray-head.service",
     ],
@@ -76,6 +95,7 @@ RAY_WORKER = {
             "conflicts": ["gb10-vllm.service"],
             "requires": None,
             "watchdog": None,
+            "warm": None,
         }
     ],
     "engine_unit": None,
@@ -143,6 +163,7 @@ def test_every_unit_a_node_may_run_is_in_the_site_wide_set(sim_plans):
             names += [
                 n for u in entry["units"] if u["watchdog"] for n in (u["watchdog"]["timer"], u["watchdog"]["service"])
             ]
+            names += [n for u in entry["units"] if u["warm"] for n in (u["warm"]["socket"], u["warm"]["service"])]
             assert sorted(names) == sorted(entry["unit_names"]), host
             assert set(entry["unit_names"]) <= set(site["all"]), host
             assert set(entry["unit_names"]) <= set(site["topologies"][result["topology"]]), host
@@ -158,20 +179,26 @@ def test_each_topologys_services_are_its_units_that_run_a_container_and_the_stat
         "replicas": ["gb10-vllm.service"],
         "tensor_parallel": ["gb10-ray-head.service", "gb10-vllm-tp.service", "gb10-ray-worker.service"],
     }
-    assert site["static"] == ["gb10-watchdog-replica.service", "gb10-watchdog-tp.service"]
+    assert site["static"] == [
+        "gb10-watchdog-replica.service",
+        "gb10-watchdog-tp.service",
+        "gb10-warm-agent-replica.service",
+        "gb10-warm-agent-tp.service",
+    ]
     for result in sim_plans.values():
         services = site["services"][result["topology"]]
         for host, entry in result["nodes"].items():
             assert [u["unit"] for u in entry["units"]] == [s for s in services if s in entry["unit_names"]], host
-            watchdogs = [u["watchdog"] for u in entry["units"] if u["watchdog"]]
-            assert [n for n in entry["unit_names"] if n in site["static"]] == [w["service"] for w in watchdogs], host
+            watchdogs = [u["watchdog"]["service"] for u in entry["units"] if u["watchdog"]]
+            warms = [u["warm"]["service"] for u in entry["units"] if u["warm"]]
+            assert [n for n in entry["unit_names"] if n in site["static"]] == watchdogs + warms, host
             for unit in entry["units"]:
                 if unit["requires"]:
                     required = next(u for u in entry["units"] if u["unit"] == unit["requires"]["unit"])
                     assert required["container"] == unit["requires"]["container"], host
                     assert entry["units"].index(required) < entry["units"].index(unit), host
     assert sorted(site["static"] + [u for units in site["services"].values() for u in units]) == sorted(
-        u for u in site["all"] if not u.endswith(".timer")
+        u for u in site["all"] if not u.endswith((".timer", ".socket"))
     )
 
 
@@ -185,6 +212,10 @@ def test_retire_phases_cover_every_managed_unit_once_watchdogs_engines_workers_h
             "gb10-watchdog-replica.service",
             "gb10-watchdog-tp.timer",
             "gb10-watchdog-tp.service",
+            "gb10-warm-agent-replica.socket",
+            "gb10-warm-agent-replica.service",
+            "gb10-warm-agent-tp.socket",
+            "gb10-warm-agent-tp.service",
         ],
         ["gb10-vllm.service", "gb10-vllm-tp.service"],
         ["gb10-ray-worker.service"],
