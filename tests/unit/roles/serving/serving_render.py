@@ -49,7 +49,8 @@ def render_watchdog(kind, watchdog, **variables):
 
 
 def render_warm_agent(kind, unit, **variables):
-    """gb10-warm-agent.<kind>.j2 for the plan's engine unit that has a warm agent (``item`` is that unit)."""
+    """gb10-warm-agent.<kind>.j2 for the plan's engine unit that has a warm agent (``item`` is (unit, kind), as
+    configure.yml loops)."""
     values = {
         **plain_defaults(),
         "ansible_managed": "managed",
@@ -58,4 +59,4 @@ def render_warm_agent(kind, unit, **variables):
         "gb10_fabric_address": "192.168.200.11",
         **variables,
     }
-    return environment().get_template(f"gb10-warm-agent.{kind}.j2").render(**values, item=unit)
+    return environment().get_template(f"gb10-warm-agent.{kind}.j2").render(**values, item=(unit, kind))
