@@ -43,6 +43,7 @@ def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
         # the proxy node's own fabric address (HAProxy's Prometheus endpoint binds it)
         "gb10_fabric_address": "192.168.200.11",
         "gb10_proxy_metrics_port": shared["gb10_proxy_metrics_port"],
+        "gb10_warm_agent_port": shared["gb10_warm_agent_port"],
         **defaults,
     }
     variables.update(overrides)
@@ -68,8 +69,8 @@ class LiveHAProxy:
         errorfile.write_text(render(template="503-queue.http.j2"))
         # Replicas on loopback ports where nothing listens: their checks fail, admin states are what is read here.
         hostvars = {f"spark-{i + 1}": {"gb10_fabric_address": "127.0.0.1"} for i in range(len(max_seqs))}
-        # agent_ports: each replica's warm agent port (its node's gb10_warm_agent_port)
-        for host, port in zip(sorted(hostvars), agent_ports or [], strict=False):
+        # agent_ports: each replica's warm agent port (its node's gb10_warm_agent_port); none given, no agent check
+        for host, port in zip(sorted(hostvars), agent_ports or [0] * len(hostvars), strict=False):
             hostvars[host]["gb10_warm_agent_port"] = port
         # The accepted key, as roles/proxy's configure writes it.
         keys = self.folder / "api-keys"

@@ -12,8 +12,8 @@ from haproxy_render import NEEDS_HAPROXY, LiveHAProxy, render
 def test_leastconn_with_per_replica_maxconn_from_the_plan():
     cfg = render((12, 8))
     assert re.search(r"^\s+balance leastconn$", cfg, re.M)
-    assert re.search(r"^\s+server spark-1 192\.168\.200\.11:8000 maxconn 12$", cfg, re.M)
-    assert re.search(r"^\s+server spark-2 192\.168\.200\.12:8000 maxconn 8$", cfg, re.M)
+    assert re.search(r"^\s+server spark-1 192\.168\.200\.11:8000 maxconn 12( agent-check .*)?$", cfg, re.M)
+    assert re.search(r"^\s+server spark-2 192\.168\.200\.12:8000 maxconn 8( agent-check .*)?$", cfg, re.M)
     assert re.search(r"^\s+timeout queue 120s$", cfg, re.M)
     assert "errorfile 503 /etc/haproxy/errors/gb10-503-queue.http" in cfg
 

@@ -24,25 +24,21 @@ NEEDS_ACTIVATE = pytest.mark.skipif(
 )
 
 
-def test_each_server_asks_its_nodes_warm_agent_and_none_without_a_port():
-    text = render(
-        hostvars={
-            "spark-1": {"gb10_fabric_address": "192.168.200.11", "gb10_warm_agent_port": 8009},
-            "spark-2": {"gb10_fabric_address": "192.168.200.12"},
-        }
-    )
+def test_each_server_asks_its_nodes_warm_agent_at_the_site_port_or_its_own_and_none_at_0():
+    # gb10_warm_agent_port is a default of the gb10 role, which no host's hostvars hold: the site's value, unless the
+    # inventory gives the node its own (0: that node runs no agent).
+    hostvars = {
+        "spark-1": {"gb10_fabric_address": "192.168.200.11"},
+        "spark-2": {"gb10_fabric_address": "192.168.200.12", "gb10_warm_agent_port": 9009},
+        "spark-3": {"gb10_fabric_address": "192.168.200.13", "gb10_warm_agent_port": 0},
+    }
+    text = render(max_seqs=(4, 4, 4), hostvars=hostvars)
     lines = [line.split() for line in text.splitlines() if line.strip().startswith("server spark-")]
-    first = next(words for words in lines if words[1] == "spark-1" and "track" not in words)
-    assert first[first.index("agent-check") :] == [
-        "agent-check",
-        "agent-addr",
-        "192.168.200.11",
-        "agent-port",
-        "8009",
-        "agent-inter",
-        "2s",
-    ]
-    assert all("agent-check" not in words for words in lines if words[1] == "spark-2")
+    checked = {words[1]: words[words.index("agent-check") :] for words in lines if "agent-check" in words}
+    assert checked == {
+        "spark-1": ["agent-check", "agent-addr", "192.168.200.11", "agent-port", "8009", "agent-inter", "2s"],
+        "spark-2": ["agent-check", "agent-addr", "192.168.200.12", "agent-port", "9009", "agent-inter", "2s"],
+    }
 
 
 def _state(proxy):
