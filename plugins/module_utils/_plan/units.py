@@ -111,7 +111,8 @@ def site_units():
     ``services``, each topology's service units, those that run a container, in start order (what the other
     topology's units name in Conflicts=, what Ray's fence loads before); ``static``, the units with no [Install]
     (a watchdog's service, which its timer starts, and a warm agent's, which its socket starts: nothing to enable
-    or disable); and ``retire_phases``: every node does one phase before any does the next (watchdogs, which would
+    or disable); ``agents``, the warm agents' units (they hold no memory: a FlashInfer build leaves them running);
+    and ``retire_phases``: every node does one phase before any does the next (watchdogs, which would
     restart an engine, and warm agents; the engines; the Ray workers; the Ray head), so that nothing still running
     sees a peer vanish."""
     per_role = {role: node_units(role) for role in ROLES}
@@ -137,5 +138,6 @@ def site_units():
         },
         "services": {topology: _services(topology) for topology in TOPOLOGY_ROLES},
         "static": [watchdog["service"] for watchdog in watchdogs] + [warm["service"] for warm in warms],
+        "agents": [name for warm in warms for name in (warm["socket"], warm["service"])],
         "retire_phases": phases,
     }

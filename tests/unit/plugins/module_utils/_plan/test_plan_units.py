@@ -179,6 +179,12 @@ def test_each_topologys_services_are_its_units_that_run_a_container_and_the_stat
         "replicas": ["gb10-vllm.service"],
         "tensor_parallel": ["gb10-ray-head.service", "gb10-vllm-tp.service", "gb10-ray-worker.service"],
     }
+    assert site["agents"] == [
+        "gb10-warm-agent-replica.socket",
+        "gb10-warm-agent-replica.service",
+        "gb10-warm-agent-tp.socket",
+        "gb10-warm-agent-tp.service",
+    ]
     assert site["static"] == [
         "gb10-watchdog-replica.service",
         "gb10-watchdog-tp.service",
