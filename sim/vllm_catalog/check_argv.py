@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = {
@@ -61,7 +62,8 @@ def file_argvs(path):
     """``[(label, argv, env, None)]`` of one file; a plan with violations is one item whose argv is None.
 
     A plan's label is its file name without ``.json`` (argv_real.sh names them ``<inventory>.<profile>.json``)
-    and the host, so a refusal names the inventory, the profile and the node.
+    and the host, so a refusal names the inventory, the profile and the node; the inventory is the name's part
+    before its first dot (``--sim-model-dir`` applies to ``sim``).
     """
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
@@ -70,10 +72,11 @@ def file_argvs(path):
     plan = data.get("plan", data)
     name = os.path.basename(path)
     name = name[: -len(".json")] if name.endswith(".json") else name
+    inventory = name.partition(".")[0] if "." in name else None
     if plan.get("violations"):
-        return [(name, None, {}, None)]
+        return [(name, None, {}, inventory)]
     return [
-        (f"{name}/{host}", entry["argv"], entry.get("env") or {}, None)
+        (f"{name}/{host}", entry["argv"], entry.get("env") or {}, inventory)
         for host, entry in sorted((plan.get("nodes") or {}).items())
         if entry.get("argv")
     ]
@@ -215,9 +218,19 @@ def main(argv=None):
     cli.add_argument("files", nargs="*", help="plan.yml plan_output JSON, or a JSON list of argv lists")
     cli.add_argument("--shipped", action="store_true", help="plan and check every shipped example and sim profile")
     cli.add_argument("--model-dir", help="a directory with the model's config.json: also run the engine config")
-    cli.add_argument("--sim-model-dir", help="with --shipped: the sim model's config.json directory, for sim only")
+    cli.add_argument("--sim-model-dir", help="the sim model's config.json directory, for sim plans only")
     cli.add_argument("--expect-refused", metavar="FILE", help="known-bad cases that must each be refused (JSON)")
+    cli.add_argument(
+        "--sim-model", action="store_true", help="--sim-model-dir from the sim model's own config.json (sim/model)"
+    )
     args = cli.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="argv-real-") as scratch:
+        if args.sim_model and not args.sim_model_dir:
+            args.sim_model_dir = write_model_dir(os.path.join(scratch, "sim-model"), sim_model_config())
+        return _run(cli, args)
+
+
+def _run(cli, args):
     items = shipped_argvs() if args.shipped else []
     for path in args.files:
         items.extend(file_argvs(path))
@@ -251,14 +264,35 @@ def check_items(items, args):
     return 1 if refusals else 0
 
 
+def write_model_dir(folder, config):
+    """A model directory that holds only ``config``, as config.json: all the engine stage reads of a model."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=2, sort_keys=True)
+    return folder
+
+
+def sim_model_config():
+    """config.json of the sim model (sim/model/tiny_moe.py, standard library only) as the sim profiles pin it."""
+    sys.path.insert(0, os.path.join(REPO, "sim", "model"))
+    import tiny_moe
+
+    return tiny_moe._config("revision 1")  # REVISION_1, the one inventories/sim pins; both share the shape
+
+
 def expect_refused(path):
+    """Each case of ``path`` through ``check``; a case with ``config`` also runs the engine stage on it."""
     with open(path, encoding="utf-8") as handle:
         cases = json.load(handle)
     verdicts = {}
-    for name, case in sorted(cases.items()):
-        verdicts[name] = check(case["argv"], case.get("env") or {})
-        refused = [(stage, v) for stage, v in verdicts[name] if v.startswith("refused")]
-        print(f"known bad {name}: " + (f"{refused[0][0]}: {refused[0][1]}" if refused else "accepted"))
+    with tempfile.TemporaryDirectory(prefix="argv-real-") as scratch:
+        for name, case in sorted(cases.items()):
+            model_dir = None
+            if case.get("config"):
+                model_dir = write_model_dir(os.path.join(scratch, str(len(verdicts))), case["config"])
+            verdicts[name] = check(case["argv"], case.get("env") or {}, model_dir)
+            refused = [(stage, v) for stage, v in verdicts[name] if v.startswith("refused")]
+            print(f"known bad {name}: " + (f"{refused[0][0]}: {refused[0][1]}" if refused else "accepted"))
     failures = expectation_failures(cases, verdicts)
     for failure in failures:
         print(f"NOT REFUSED AS EXPECTED: {failure}")

@@ -70,7 +70,7 @@ def test_a_node_without_argv_is_not_checked(tmp_path):
 
 def test_a_refused_plan_is_one_item_without_argv(tmp_path):
     path = _plan(tmp_path, "x.bad.json", {"spark-1": {"argv": ["vllm", "serve", "m"]}}, violations=["nope"])
-    assert check_argv.file_argvs(path) == [("x.bad", None, {}, None)]
+    assert check_argv.file_argvs(path) == [("x.bad", None, {}, "x")]
 
 
 CASE = {"argv": ["vllm", "serve", "m", "--max-num-seqs", "four"], "refused_at": "parse"}
@@ -94,11 +94,32 @@ def test_a_known_bad_case_that_never_ran_fails():
     assert check_argv.expectation_failures({"bad": CASE}, {}) == ["bad: accepted, expected refused at parse"]
 
 
-def test_known_bad_cases_cover_each_pre_model_stage():
+def test_known_bad_cases_cover_every_stage():
     cases = json.loads((HERE / "known_bad.json").read_text())
-    assert {case["refused_at"] for case in cases.values()} == STAGES - {"engine"}
+    assert {case["refused_at"] for case in cases.values()} == STAGES
     for name, case in cases.items():
         assert case["argv"][:2] == ["vllm", "serve"], name
+        # the engine stage runs only on a model directory, which the case's config.json makes
+        assert ("config" in case) == (case["refused_at"] == "engine"), name
     words = [w for case in cases.values() for w in case["argv"]]
     assert "--kv-cache-memory" in words  # the abbreviation the plan refuses and argparse would take
     assert "--max-num-seqs" in words
+
+
+def test_the_long_context_case_asks_past_its_own_config():
+    cases = json.loads((HERE / "known_bad.json").read_text())
+    (case,) = [c for c in cases.values() if c["refused_at"] == "engine" and "--max-model-len" in c["argv"]]
+    asked = int(case["argv"][case["argv"].index("--max-model-len") + 1])
+    assert asked > case["config"]["max_position_embeddings"]
+
+
+def test_plan_files_name_their_inventory(tmp_path):
+    sim = _plan(tmp_path, "sim.sim-tp.json", {"spark-1": {"argv": ["vllm", "serve", "m"]}})
+    loose = _plan(tmp_path, "plan.json", {"spark-1": {"argv": ["vllm", "serve", "m"]}})
+    assert [item[3] for item in check_argv.file_argvs(sim) + check_argv.file_argvs(loose)] == ["sim", None]
+
+
+def test_the_sim_model_dir_holds_the_sim_models_config(tmp_path):
+    folder = check_argv.write_model_dir(str(tmp_path / "m"), check_argv.sim_model_config())
+    config = json.loads((Path(folder) / "config.json").read_text())
+    assert config["architectures"] and config["max_position_embeddings"] >= 4096
