@@ -49,6 +49,8 @@ t2=$(date +%s)
 log "planned $(find "$out" -name '*.json' | wc -l) profiles ($((t2 - t1)) s)"
 
 rc=0
+# vLLM logs the engine config it derives at INFO and WARNING; a refusal is an exception, which prints regardless.
+export VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-ERROR}"
 # --sim-model: the sim plans also go through the engine config on the sim model's config.json (--max-model-len
 # against its length, the speculative method against it); the examples' checkpoints are not on this machine.
 "$venv/bin/python" "$here/check_argv.py" --expect-refused "$here/known_bad.json" --sim-model "$out"/*.json || rc=$?
