@@ -152,8 +152,10 @@ package: collections
 # lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
 # at most. Measured on a fresh clone (2 cores, 2026-12-02): molecule-default 27:01, the other part 22:49 of checks
 # (integration 3:09 of it), so molecule-default sets the wall time. Each scenario and the integration suite have
-# their own nodes under their own prefix and subnet.
-TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,molecule-others,integration
+# their own nodes under their own prefix and subnet. argv-real (every rendered argv through the real vLLM 0.32
+# parser, issue 16 item 6) builds its 2.5 GB venv once per machine under ~/.cache/gb10-serving: 3-4 min cold, under
+# a minute warm (sim/vllm_catalog/README.md).
+TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,argv-real,molecule-others,integration
 test:
 	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 
