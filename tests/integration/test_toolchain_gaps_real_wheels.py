@@ -208,3 +208,57 @@ def test_apply_closes_both_gaps_where_flashinfer_looks_and_links(site_dir, cuda_
     # Idempotent: a second run finds nothing to do and still links.
     rc, again, _err = toolchain_gaps(site_dir, cuda_home, "--lib", "nvrtc", "--apply")
     assert rc == 0 and again["applied"] == [] and again["check"]["ok"] is True
+
+
+# The machine's own CUDA 13.0 toolkit ($CUDA_HOME, else /usr/local/cuda -> cuda-13.0 here; the nvcc on PATH is a
+# wrapper script that execs its bin/nvcc): installed without nvrtc, like the H200 host's. Left untouched: the test
+# works on a tree of symlinks to its files (cp -as), as device/toolchain/real_toolkit.sh does on a device machine.
+REAL_TOOLKIT = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda").resolve()
+
+
+@pytest.fixture
+def real_cuda_home(tmp_path):
+    if not (REAL_TOOLKIT / "include" / "cuda_runtime.h").is_file():
+        pytest.fail(f"no CUDA toolkit at {REAL_TOOLKIT} (set CUDA_HOME): these machines carry CUDA 13.0's")
+    home = tmp_path / "cuda-real"
+    subprocess.run(["cp", "-as", str(REAL_TOOLKIT), str(home)], check=True)
+    assert not (home / "include" / "nvrtc.h").exists(), "this toolkit has nvrtc: the gap is not there to close"
+    stubs = home / "lib64" / "stubs"
+    if not (stubs / "libcuda.so").exists():
+        # This machine's toolkit ships no driver stub (a full NVIDIA installer's does): the one file made here.
+        stubs.mkdir(parents=True, exist_ok=True)
+        stub = tmp_path / "cuda_stub.c"
+        stub.write_text("int cuInit(unsigned int flags) { (void)flags; return 0; }\n")
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", stub, "-o", stubs / "libcuda.so"], check=True
+        )
+    return home
+
+
+def test_pitfall_lnvrtc_closed_on_the_machines_real_toolkit_and_linked_by_its_nvcc(site_dir, real_cuda_home, tmp_path):
+    # Seed 004's layer 3 on a real CUDA 13.0 toolkit without nvrtc: FlashInfer's own link line fails, --apply closes
+    # the gaps where that line looks, and the real nvcc (the toolkit's own driver) then links and the program runs.
+    _python, site = site_dir
+    home = real_cuda_home
+    before, _exe = flashinfer_link(site_dir, home, tmp_path)
+    assert before.returncode != 0
+    rc, report, err = toolchain_gaps(site_dir, home, "--lib", "nvrtc", "--apply")
+    assert rc == 0, (report, err)
+    assert report["remaining"] == [] and report["check"]["ok"] is True, report
+    wheel = site / "nvidia" / "cu13"
+    source = tmp_path / "nvrtc_version.cpp"
+    source.write_text(PROGRAM)
+    exe = tmp_path / "nvrtc_version_nvcc"
+    argv = [str(home / "bin" / "nvcc"), "-isystem", f"{home}/include", str(source), f"-L{home}/lib64"]
+    argv += [f"-L{home}/lib64/stubs", "-lcudart", "-lcuda", "-lnvrtc", "-o", str(exe)]
+    linked = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    assert linked.returncode == 0, linked.stdout + linked.stderr
+    ran = subprocess.run(
+        [exe],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "LD_LIBRARY_PATH": f"{wheel / 'lib'}:{home / 'lib64'}"},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "nvrtc 13.0"
