@@ -71,7 +71,7 @@ def test_pitfall_cold_replica_gets_clients_after_a_restart_the_agent_says_down_u
         assert _ask(port) == b"down #warm-up pending\n"
         marker.parent.mkdir()
         marker.write_text("warm\n")
-        assert [_ask(port) for _ in range(3)] == [b"up\n"] * 3
+        assert [_ask(port) for _attempt in range(3)] == [b"up\n"] * 3
         marker.unlink()
         assert _ask(port) == b"down #warm-up pending\n"
         assert activate.poll() is None, activate.stderr.read()
