@@ -19,11 +19,13 @@ def fake_engine():
     200 (an engine loading); completion: "ok" (one choice), "hang" (nothing for ``hang_s``: a frozen engine core),
     "500", "empty" (200 without a choice), "busy" (like hang, but each GET /metrics finds more generated tokens: every
     slot taken by running requests); key: when set, /v1 wants ``Authorization: Bearer <key>`` and answers
-    vLLM's 401 otherwise; generated: vllm:generation_tokens_total on GET /metrics. Read back: gets (GETs of
-    /health), posts ((path, body, Authorization) of each POST).
+    vLLM's 401 otherwise; generated: vllm:generation_tokens_total on GET /metrics; raylet: (status, body) of Ray's
+    agent's GET /api/local_raylet_healthz. Read back: gets (GETs of /health), posts ((path, body, Authorization) of
+    each POST).
     """
     state = {"health": 200, "ok_after": None, "completion": "ok", "key": None, "hang_s": 3.0, "gets": 0, "posts": []}
     state["generated"] = 100.0
+    state["raylet"] = (200, b"success")
     release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -39,6 +41,8 @@ def fake_engine():
                     state["generated"] += 7
                 text = f'vllm:generation_tokens_total{{model_name="tiny-moe"}} {state["generated"]}\n'
                 return self._answer(200, ("# TYPE vllm:generation_tokens counter\n" + text).encode())
+            if self.path == "/api/local_raylet_healthz":
+                return self._answer(*state["raylet"])
             if self.path != "/health":
                 return self._answer(404)
             state["gets"] += 1

@@ -328,8 +328,8 @@ def _derive_node(ctx, host):
 
 def ray_fence(ctx):
     """What fences Ray in tensor-parallel (None in replicas): the auth mode, whether the firewall is wanted, the
-    fixed ports, the peers (the group's fabric addresses) and each node's listening ports, for the serving and
-    fabric_firewall roles."""
+    fixed ports, the peers (the group's fabric addresses), the head's GCS address and each node's listening ports,
+    for the serving and fabric_firewall roles."""
     if not ctx.tensor_parallel:
         return None
     peers = sorted({str(ctx.per_node[h]["address"]) for h in ctx.hosts if ctx.per_node[h]["address"]})
@@ -339,6 +339,8 @@ def ray_fence(ctx):
         "ports": dict(ctx.ray_ports),
         "worker_ports": [ctx.ray_ports["min_worker"], ctx.ray_ports["max_worker"]],
         "peers": peers,
+        # where a driver reaches the head's GCS: the watchdogs read the cluster's alive nodes there
+        "gcs_address": f"{ctx.head_address}:{ctx.ray_ports['gcs']}" if ctx.head_address else None,
         "listen": {h: _ray.listening_ports(ctx.ray_ports, ctx.per_node[h]["role"]) for h in ctx.hosts},
     }
 

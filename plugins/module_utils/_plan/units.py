@@ -22,8 +22,22 @@ _SERVICES = {
 # unit -> the unit it Requires= and starts after, in whose container's PID namespace it runs (the tensor-parallel
 # vLLM joins the Ray head's cluster).
 _REQUIRES = {"gb10-vllm-tp.service": "gb10-ray-head.service"}
-# plan role -> (the unit whose engine answers /health, the name of its watchdog); a Ray worker serves no API.
-_ENGINES = {"replica": ("gb10-vllm.service", "replica"), "ray_head": ("gb10-vllm-tp.service", "tp")}
+# plan role -> the unit whose engine answers /health and one completion; a Ray worker serves no API.
+_ENGINES = {"replica": "gb10-vllm.service", "ray_head": "gb10-vllm-tp.service"}
+# plan role -> its Ray unit (tensor-parallel): the head's watchdog reads the group's alive ranks in its container.
+_RAY = {"ray_head": "gb10-ray-head.service", "ray_worker": "gb10-ray-worker.service"}
+# plan role -> (the unit its watchdog watches, the watchdog's name, the units a decided restart restarts in start
+# order). A tensor-parallel group is restarted whole (issue 19 item 4): a vLLM restarted alone on a Ray head whose
+# GCS restarted, or beside a rank whose raylet no cluster knows, waits for a placement group that never comes. So
+# the head's watchdog restarts the head's Ray and the engine together; Ray keeps no cluster state across a GCS
+# restart (no GCS fault tolerance without Redis), so every worker must rejoin the new head, and each worker's
+# watchdog restarts its own Ray when the head's GCS does not hold its raylet alive (a raylet that outlives its GCS
+# does not reliably exit: ray-project/ray#33955, #33854).
+_WATCHED = {
+    "replica": ("gb10-vllm.service", "replica", ("gb10-vllm.service",)),
+    "ray_head": ("gb10-vllm-tp.service", "tp", ("gb10-ray-head.service", "gb10-vllm-tp.service")),
+    "ray_worker": ("gb10-ray-worker.service", "ray-worker", ("gb10-ray-worker.service",)),
+}
 TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker")}
 # Where an engine's warm marker lives: written after its warm-up request (roles/serving's warm-up, its watchdog),
 # removed when its unit starts or stops; the node's warm agent answers HAProxy's agent check "up" only while it is
@@ -36,15 +50,30 @@ def _topology(role):
     return next(topology for topology, roles in TOPOLOGY_ROLES.items() if role in roles)
 
 
+def _containers():
+    return {u: container for services in _SERVICES.values() for u, _template, container in services}
+
+
 def _watchdog(role):
-    if role not in _ENGINES:
+    """The watchdog of ``role``: the unit it watches; its ``probe``, ``engine`` (/health and one completion) or
+    ``raylet`` (the node's Ray agent asked whether the GCS holds this raylet alive, a worker's); ``ray``, the
+    container of the head's Ray, where the head's watchdog reads which ranks are alive after a failed probe (None
+    elsewhere); ``restart``, the units a decided restart restarts, in start order; ``kill``, their containers,
+    killed first, the engine before the Ray it runs in."""
+    if role not in _WATCHED:
         return None
-    unit, name = _ENGINES[role]
+    unit, name, restart = _WATCHED[role]
+    containers = _containers()
+    engine = unit == _ENGINES.get(role)
     return {
         "name": name,
         "timer": f"gb10-watchdog-{name}.timer",
         "service": f"gb10-watchdog-{name}.service",
         "unit": unit,
+        "probe": "engine" if engine else "raylet",
+        "ray": containers[_RAY[role]] if engine and role in _RAY else None,
+        "restart": list(restart),
+        "kill": [containers[u] for u in reversed(restart)],
     }
 
 
@@ -52,7 +81,7 @@ def _warm(role):
     """The warm agent of an engine's role: its socket and service units and the marker it answers from."""
     if role not in _ENGINES:
         return None
-    _unit, name = _ENGINES[role]
+    _unit, name, _restart = _WATCHED[role]
     return {
         "socket": f"gb10-warm-agent-{name}.socket",
         "service": f"gb10-warm-agent-{name}.service",
@@ -73,9 +102,8 @@ def _conflicts(role):
 
 
 def _requires(unit):
-    containers = {u: container for services in _SERVICES.values() for u, _template, container in services}
     required = _REQUIRES.get(unit)
-    return {"unit": required, "container": containers[required]} if required else None
+    return {"unit": required, "container": _containers()[required]} if required else None
 
 
 def node_units(role):
@@ -95,14 +123,14 @@ def node_units(role):
             "conflicts": _conflicts(role),
             "requires": _requires(unit),
             "watchdog": dict(watchdog, container=container) if watchdog and watchdog["unit"] == unit else None,
-            "warm": warm if watchdog and watchdog["unit"] == unit else None,
+            "warm": warm if unit == _ENGINES.get(role) else None,
         }
         for unit, template, container in _SERVICES[role]
     ]
     names = [watchdog["timer"], watchdog["service"]] if watchdog else []
     names += [warm["socket"], warm["service"]] if warm else []
     names += [unit["unit"] for unit in reversed(units)]
-    return {"units": units, "engine_unit": watchdog["unit"] if watchdog else None, "unit_names": names}
+    return {"units": units, "engine_unit": _ENGINES.get(role), "unit_names": names}
 
 
 def site_units():

@@ -24,6 +24,7 @@ WATCHDOG_VARS = {
     "_serving_chat_url": "http://192.168.200.11:8000/v1/chat/completions",
     # the site runs no warm agent unless a test gives the engine unit that has one
     "_serving_node_warms": [],
+    "_serving_raylet_healthz_url": "http://127.0.0.1:52365/api/local_raylet_healthz",
 }
 AGENT_BIN = "/usr/local/libexec/gb10-warm-agent"
 

@@ -183,7 +183,7 @@ SIM_UNITS = {
             "gb10-warm-agent-tp.socket",
             "gb10-warm-agent-tp.service",
         ],
-        "spark-2": ["gb10-ray-worker.service"],
+        "spark-2": ["gb10-ray-worker.service", "gb10-watchdog-ray-worker.service", "gb10-watchdog-ray-worker.timer"],
     },
 }
 CONFLICTS = {
@@ -239,14 +239,22 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 assert opts[opts.index("--name") + 1] == unit["container"]
                 written.append(unit["unit"])
             for watchdog in watchdogs:
-                assert watchdog["unit"] == node["engine_unit"]
-                service = render_watchdog("service", watchdog, _serving_node_warms=warms)
+                watched = node["engine_unit"] or units[0]["unit"]
+                assert watchdog["unit"] == watched
+                service = render_watchdog("service", watchdog, _serving_node_warms=warms, _serving_plan=plan)
                 argv = _exec_start(service)
-                assert argv[argv.index("--unit") + 1] == node["engine_unit"]
-                assert argv[argv.index("--marker") + 1] == warms[0]["warm"]["marker"]
-                assert argv[argv.index("--warmup-url") + 1] == WATCHDOG_VARS["_serving_chat_url"]
+                assert argv[argv.index("--unit") + 1] == watched
+                assert argv[argv.index("--restart") + 1] == ",".join(watchdog["restart"])
+                assert ("--url" in argv) == bool(node["engine_unit"])
+                assert ("--ray-container" in argv) == (node["role"] == "ray_head")
+                assert ("--raylet-healthz" in argv) == (node["role"] == "ray_worker")
+                if node["engine_unit"]:
+                    assert argv[argv.index("--marker") + 1] == warms[0]["warm"]["marker"]
+                    assert argv[argv.index("--warmup-url") + 1] == WATCHDOG_VARS["_serving_chat_url"]
+                else:
+                    assert "--marker" not in argv
                 assert f"RuntimeDirectory=gb10-watchdog-{watchdog['name']}" in service.splitlines()
-                assert f"Description=gb10 serving watchdog for {node['engine_unit']}" in service
+                assert f"Description=gb10 serving watchdog for {watched}" in service
                 assert "[Timer]" in render_watchdog("timer", watchdog)
                 written += [watchdog["service"], watchdog["timer"]]
             for unit in warms:

@@ -9,7 +9,9 @@ import importlib.machinery
 import importlib.util
 import shlex
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -195,8 +197,19 @@ def test_main_reads_the_key_file_and_prints_no_key(engine, tmp_path, monkeypatch
     assert out.startswith("gb10-vllm.service: failing (1/3 failures in a row; health 200 in ") and "HTTP 500" in out
 
 
+REPLICA_WATCHDOG = {
+    "name": "replica",
+    "unit": "gb10-vllm.service",
+    "container": "gb10-vllm",
+    "probe": "engine",
+    "ray": None,
+    "restart": ["gb10-vllm.service"],
+    "kill": ["gb10-vllm"],
+}
+
+
 def test_watchdog_unit_passes_the_key_file_path_never_the_key():
-    watchdog = {"name": "replica", "unit": "gb10-vllm.service", "container": "gb10-vllm"}
+    watchdog = REPLICA_WATCHDOG
     text = render_watchdog("service", watchdog, gb10_api_key="s3cret-key")
     assert text.startswith("# managed") and "s3cret" not in text
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
@@ -261,3 +274,164 @@ def test_warm_up_sends_the_key_and_names_a_refusal(engine):
     ok, said = watchdog.warm_up(f"{base}/v1/chat/completions", "tiny-moe", "s3cret-key", 16, 2.0)
     assert ok and said.startswith("warm-up 200 in ")
     assert state["posts"][-1][2] == "Bearer s3cret-key"
+
+
+# One read of the Ray cluster as RAY_READ prints it: the head (spark-1) and the worker (spark-2) alive.
+HEAD, WORKER = "192.168.200.11", "192.168.200.12"
+
+
+def _report(own="aa", nodes=(("aa", HEAD, True), ("bb", WORKER, True))):
+    return {"self": own, "nodes": [{"id": i, "address": a, "alive": alive} for i, a, alive in nodes]}
+
+
+def test_ray_verdict_the_whole_group_alive_on_the_head_and_the_own_raylet_on_a_worker():
+    ok, reason = watchdog.ray_verdict(_report(), [HEAD, WORKER])
+    assert ok and reason == "ray: 2 alive node(s), the group's 2 ranks among them"
+    ok, reason = watchdog.ray_verdict(_report(own="bb"), [])
+    assert ok and reason == "ray: 2 alive node(s)"
+
+
+def test_pitfall_tp_rank_died_health_200_on_the_head():
+    # vLLM's /health stays 200 after a Ray worker died (vllm-project/vllm#16259): the head's watchdog reads the
+    # group in Ray. The dead rank's node is there, not alive (Ray keeps dead nodes in its table): the line names it.
+    lost = _report(nodes=(("aa", HEAD, True), ("bb", WORKER, False)))
+    ok, reason = watchdog.ray_verdict(lost, [HEAD, WORKER])
+    assert not ok and reason == f"ray: 1/2 ranks of the group alive, none at {WORKER}"
+    assert watchdog.decide(2, ok, True, True, 5000.0, 1200, 3) == ("restart", 0)
+    # the worker came back as a new node (a restarted raylet is a new node to Ray): the group is whole again
+    back = _report(nodes=(("aa", HEAD, True), ("bb", WORKER, False), ("cc", WORKER, True)))
+    assert watchdog.ray_verdict(back, [HEAD, WORKER])[0]
+
+
+def test_pitfall_zombie_worker_raylet_after_head_restart():
+    # The head's GCS restarted (the group restart, or the head crashed): Ray keeps no cluster state across it
+    # without GCS fault tolerance, and a worker raylet that outlived it does not reliably exit (ray-project/ray
+    # #33955, #33854): the new cluster does not list it as alive. Its own watchdog restarts it.
+    ok, reason = watchdog.ray_verdict(_report(own="bb", nodes=(("cc", HEAD, True),)), [])
+    assert not ok and reason == "ray: this node's raylet bb is not an alive node of the cluster"
+
+
+def test_ray_report_is_the_last_json_line_and_none_without_one():
+    text = "2026-12-02 WARNING worker.py -- something\n" + __import__("json").dumps(_report()) + "\n"
+    assert watchdog.ray_report(text) == _report()
+    assert watchdog.ray_report("ConnectionError: could not connect\n") is None
+    assert watchdog.ray_report('{"nodes": 3}\n') is None and watchdog.ray_report(None) is None
+
+
+def test_ray_check_reads_inside_the_ray_container_and_a_failed_read_is_a_failure(monkeypatch):
+    runs = []
+
+    def fake_run(argv, **kwargs):
+        runs.append((argv, kwargs["timeout"]))
+        return subprocess.CompletedProcess(argv, 1, "", "RuntimeError: Failed to connect to GCS at 10.0.0.1:6379\n")
+
+    monkeypatch.setattr(watchdog.subprocess, "run", fake_run)
+    ok, reason = watchdog._ray_check("gb10-ray-worker", "10.0.0.1:6379", [], 20.0)
+    [(argv, limit)] = runs
+    assert argv[:6] == ["docker", "exec", "gb10-ray-worker", "timeout", "20", "python3"]
+    assert argv[-1] == "10.0.0.1:6379" and argv[-2] == watchdog.RAY_READ and limit == 30.0
+    assert not ok and "no node table from gb10-ray-worker via 10.0.0.1:6379" in reason and "Failed to connect" in reason
+
+
+def test_ray_read_is_valid_python_that_uses_only_rays_public_api():
+    compile(watchdog.RAY_READ, "RAY_READ", "exec")
+    assert "ray._" not in watchdog.RAY_READ and "ray.nodes()" in watchdog.RAY_READ
+
+
+def test_raylet_verdict_alive_only_on_a_200_success():
+    assert watchdog.raylet_verdict(200, b"success", "", 0.01) == (True, "raylet alive in the GCS (0.0 s)")
+    ok, reason = watchdog.raylet_verdict(503, b"Local Raylet failed", "", 0.02)
+    assert not ok and reason == "raylet: HTTP 503 (Local Raylet failed) after 0.0 s"
+    ok, reason = watchdog.raylet_verdict(None, b"", "no answer ([Errno 111] Connection refused)", 0.0)
+    assert not ok and reason == "raylet: no answer ([Errno 111] Connection refused) after 0.0 s"
+
+
+def test_pitfall_zombie_worker_raylet_answers_503_and_is_restarted(engine, tmp_path, monkeypatch, capsys):
+    # After the head's GCS restarted, a worker raylet it does not know can stay up (ray-project/ray#33955): Ray's
+    # agent then answers /api/local_raylet_healthz 503. The worker's watchdog restarts its own Ray unit.
+    base, state = engine
+    state["raylet"] = (503, b"Local Raylet failed")
+    calls = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 600.0))
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: pytest.fail("a Ray worker has no engine to probe"))
+    monkeypatch.setattr(watchdog, "_ray_check", lambda *args: pytest.fail("a worker runs no Ray driver"))
+    monkeypatch.setattr(watchdog, "_docker", lambda *args: calls.append(("docker", *args)) or _done(0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(("systemctl", *args)) or _done(0))
+    argv = ["--unit", "gb10-ray-worker.service", "--state", str(tmp_path / "failures"), "--grace", "60"]
+    argv += ["--container", "gb10-ray-worker", "--raylet-healthz", f"{base}/api/local_raylet_healthz"]
+    for _tick in range(3):
+        assert watchdog.main(argv) == 0
+    assert calls == [
+        ("docker", "kill", "--signal", "SIGKILL", "gb10-ray-worker"),
+        ("systemctl", "restart", "--no-block", "gb10-ray-worker.service"),
+    ]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "gb10-ray-worker.service: failing (1/3 failures in a row; raylet: HTTP 503 after 0.0 s)"
+    state["raylet"] = (200, b"success")
+    calls.clear()
+    assert watchdog.main(argv) == 0 and calls == []
+
+
+def test_pitfall_tp_group_restarted_as_a_group(tmp_path, monkeypatch, capsys):
+    # Issue 19 item 4: a lost rank (the engine still answers /health, its completion does not) restarts the head's
+    # Ray with the engine: the engine's container killed, then the head's, then both units restarted in one
+    # systemctl call (After= orders the jobs). The workers' own watchdogs bring them back into the new cluster.
+    calls = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 3600.0))
+    lost_rank = "health 200 in 0.0 s; completion http://10.0.0.1:8000/v1/completions: no answer within 5.0 s"
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: (False, lost_rank))
+    lost = _report(nodes=(("aa", HEAD, True), ("bb", WORKER, False)))
+    monkeypatch.setattr(watchdog, "_ray_check", lambda c, a, peers, t: watchdog.ray_verdict(lost, peers))
+    monkeypatch.setattr(watchdog, "_docker", lambda *args: calls.append(("docker", *args)) or _done(0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(("systemctl", *args)) or _done(0))
+    state = tmp_path / "failures"
+    state.write_text("2\n")
+    argv = ["--unit", "gb10-vllm-tp.service", "--url", "http://10.0.0.1:8000/health", "--state", str(state)]
+    argv += ["--container", "gb10-vllm-tp,gb10-ray-head", "--restart", "gb10-ray-head.service,gb10-vllm-tp.service"]
+    argv += ["--ray-container", "gb10-ray-head", "--ray-address", f"{HEAD}:6379", "--ray-peers", f"{HEAD},{WORKER}"]
+    assert watchdog.main(argv) == 0
+    assert calls == [
+        ("docker", "kill", "--signal", "SIGKILL", "gb10-vllm-tp"),
+        ("docker", "kill", "--signal", "SIGKILL", "gb10-ray-head"),
+        ("systemctl", "restart", "--no-block", "gb10-ray-head.service", "gb10-vllm-tp.service"),
+    ]
+    out = capsys.readouterr().out
+    assert out.startswith(f"gb10-vllm-tp.service: restart (0/3 failures in a row; {lost_rank}; ray: 1/2 ranks")
+    assert f"ray: 1/2 ranks of the group alive, none at {WORKER}" in out
+
+
+def test_the_head_reads_ray_only_after_a_failed_probe(tmp_path, monkeypatch):
+    # A generated token needs every rank; each read is a Ray driver, a finished job the GCS keeps for the cluster's
+    # lifetime (ray-project/ray#65692).
+    reads = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 3600.0))
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: (True, "health 200 in 0.0 s, completion 200 in 0.1 s"))
+    monkeypatch.setattr(watchdog, "_ray_check", lambda *args: reads.append(args) or (True, "ray"))
+    argv = ["--unit", "gb10-vllm-tp.service", "--url", "http://10.0.0.1:8000/health"]
+    argv += ["--state", str(tmp_path / "failures"), "--ray-container", "gb10-ray-head"]
+    assert watchdog.main(argv) == 0 and reads == []
+
+
+def _watchdog_argv(plan, host):
+    [watchdog] = [u["watchdog"] for u in plan["nodes"][host]["units"] if u["watchdog"]]
+    text = render_watchdog("service", watchdog, _serving_plan=plan)
+    line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    argv = shlex.split(line[len("ExecStart=") :])
+    return dict(zip(argv[1::2], argv[2::2], strict=False))
+
+
+def test_tp_watchdog_units_name_the_plans_group_restart_and_ray_check():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import shipped_plan
+
+    plan = shipped_plan("sim", "sim-tp")
+    head, worker = _watchdog_argv(plan, "spark-1"), _watchdog_argv(plan, "spark-2")
+    gcs = plan["ray"]["gcs_address"]
+    assert head["--restart"] == "gb10-ray-head.service,gb10-vllm-tp.service"
+    assert head["--container"] == "gb10-vllm-tp,gb10-ray-head" and head["--ray-container"] == "gb10-ray-head"
+    assert "--raylet-healthz" not in head
+    assert head["--ray-peers"] == ",".join(plan["ray"]["peers"]) and head["--ray-address"] == gcs
+    assert head["--grace"] == "1200" and "--completions-url" in head
+    assert worker["--restart"] == "gb10-ray-worker.service" and worker["--container"] == "gb10-ray-worker"
+    assert worker["--raylet-healthz"] == "http://127.0.0.1:52365/api/local_raylet_healthz" and worker["--grace"] == "60"
+    assert not {"--url", "--key-file", "--ray-container", "--ray-peers"} & set(worker)

@@ -26,6 +26,10 @@ REPLICA = {
                 "timer": "gb10-watchdog-replica.timer",
                 "service": "gb10-watchdog-replica.service",
                 "unit": "gb10-vllm.service",
+                "probe": "engine",
+                "ray": None,
+                "restart": ["gb10-vllm.service"],
+                "kill": ["gb10-vllm"],
                 "container": "gb10-vllm",
             },
             "warm": {
@@ -67,6 +71,12 @@ RAY_HEAD = {
                 "timer": "gb10-watchdog-tp.timer",
                 "service": "gb10-watchdog-tp.service",
                 "unit": "gb10-vllm-tp.service",
+                "probe": "engine",
+                # after a failed probe it reads the group's ranks in Ray, and it restarts the group: the head's Ray
+                # with the engine, which dies first (issue 19 item 4)
+                "ray": "gb10-ray-head",
+                "restart": ["gb10-ray-head.service", "gb10-vllm-tp.service"],
+                "kill": ["gb10-vllm-tp", "gb10-ray-head"],
                 "container": "gb10-vllm-tp",
             },
             "warm": {
@@ -94,12 +104,23 @@ RAY_WORKER = {
             "container": "gb10-ray-worker",
             "conflicts": ["gb10-vllm.service"],
             "requires": None,
-            "watchdog": None,
+            # no engine here: it restarts its own Ray when the head's GCS does not hold its raylet alive
+            "watchdog": {
+                "name": "ray-worker",
+                "timer": "gb10-watchdog-ray-worker.timer",
+                "service": "gb10-watchdog-ray-worker.service",
+                "unit": "gb10-ray-worker.service",
+                "probe": "raylet",
+                "ray": None,
+                "restart": ["gb10-ray-worker.service"],
+                "kill": ["gb10-ray-worker"],
+                "container": "gb10-ray-worker",
+            },
             "warm": None,
         }
     ],
     "engine_unit": None,
-    "unit_names": ["gb10-ray-worker.service"],
+    "unit_names": ["gb10-watchdog-ray-worker.timer", "gb10-watchdog-ray-worker.service", "gb10-ray-worker.service"],
 }
 UNIT_FIELDS = ("units", "engine_unit", "unit_names")
 
@@ -131,12 +152,31 @@ def test_sim_tp_the_head_starts_ray_then_vllm_and_the_worker_runs_ray_alone(sim_
     }
 
 
-def test_the_engine_unit_is_the_watched_unit_and_only_a_serving_node_has_one(sim_plans):
+def test_every_node_has_one_watchdog_on_its_engine_or_else_its_ray_and_only_a_serving_node_an_engine(sim_plans):
     for result in sim_plans.values():
         for host, entry in result["nodes"].items():
-            watched = [u["watchdog"]["unit"] for u in entry["units"] if u["watchdog"]]
-            assert watched == ([entry["engine_unit"]] if entry["serves"] else []), host
-            assert (entry["engine_unit"] is not None) == entry["serves"], host
+            [watchdog] = [u["watchdog"] for u in entry["units"] if u["watchdog"]]
+            assert (entry["engine_unit"] is not None) == entry["serves"] == (watchdog["probe"] == "engine"), host
+            ray = [u for u in entry["units"] if u["template"] == "gb10-ray.service.j2"]
+            assert watchdog["unit"] == (entry["engine_unit"] or ray[0]["unit"]), host
+            assert watchdog["ray"] == (ray[0]["container"] if ray and entry["serves"] else None), host
+
+
+def test_pitfall_tp_rank_died_engine_restarted_alone(sim_plans):
+    # Issue 19 item 4: the engine restarted alone beside a Ray head whose GCS restarted (no cluster state survives
+    # it) or a rank no cluster knows waits for a placement group that never comes. The head's watchdog restarts its
+    # Ray with the engine (the engine's container killed first, then the Ray its PID namespace lives in); each
+    # worker's restarts its own Ray unless the head's GCS holds its raylet alive.
+    nodes = sim_plans["sim-tp"]["nodes"]
+    units = {host: {u["unit"]: u for u in entry["units"]} for host, entry in nodes.items()}
+    head = next(u["watchdog"] for u in nodes["spark-1"]["units"] if u["watchdog"])
+    assert head["restart"] == [u["unit"] for u in nodes["spark-1"]["units"]]
+    assert head["kill"] == [units["spark-1"][u]["container"] for u in reversed(head["restart"])]
+    engine = units["spark-1"][nodes["spark-1"]["engine_unit"]]
+    assert head["kill"][-1] == engine["requires"]["container"] == head["ray"]
+    worker = next(u["watchdog"] for u in nodes["spark-2"]["units"] if u["watchdog"])
+    assert worker["restart"] == list(units["spark-2"]) and worker["probe"] == "raylet" and worker["ray"] is None
+    assert sim_plans["sim-tp"]["ray"]["gcs_address"] == nodes["spark-2"]["ray_start"][2].split("=", 1)[1]
 
 
 def test_conflicts_are_symmetric_between_the_topologies():
@@ -188,6 +228,7 @@ def test_each_topologys_services_are_its_units_that_run_a_container_and_the_stat
     assert site["static"] == [
         "gb10-watchdog-replica.service",
         "gb10-watchdog-tp.service",
+        "gb10-watchdog-ray-worker.service",
         "gb10-warm-agent-replica.service",
         "gb10-warm-agent-tp.service",
     ]
@@ -218,6 +259,8 @@ def test_retire_phases_cover_every_managed_unit_once_watchdogs_engines_workers_h
             "gb10-watchdog-replica.service",
             "gb10-watchdog-tp.timer",
             "gb10-watchdog-tp.service",
+            "gb10-watchdog-ray-worker.timer",
+            "gb10-watchdog-ray-worker.service",
             "gb10-warm-agent-replica.socket",
             "gb10-warm-agent-replica.service",
             "gb10-warm-agent-tp.socket",

@@ -63,6 +63,7 @@ def test_ray_auth_mode_is_in_every_ranks_env_and_the_token_nowhere_in_the_plan()
         "ports": ray_mod.DEFAULT_PORTS,
         "worker_ports": [10002, 10999],
         "peers": ["192.168.200.11", "192.168.200.12"],
+        "gcs_address": "192.168.200.11:6379",
         "listen": {
             "spark-a": [6379, 6380, 6381, 6382, 6383, 6384, 10001, 52365],
             "spark-b": [6380, 6381, 6382, 6383, 6384, 52365],
@@ -78,6 +79,7 @@ def test_ray_ports_from_the_profile_reach_argv_and_the_fence():
     assert result["nodes"]["spark-b"]["ray_start"][2] == "--address=192.168.200.11:7000"
     assert "--min-worker-port=20000" in result["nodes"]["spark-b"]["ray_start"]
     assert result["ray"]["worker_ports"] == [20000, 20009]
+    assert result["ray"]["gcs_address"] == "192.168.200.11:7000"
 
 
 @pytest.mark.parametrize(
