@@ -350,7 +350,7 @@ def test_pitfall_zombie_worker_raylet_answers_503_and_is_restarted(engine, tmp_p
     # After the head's GCS restarted, a worker raylet it does not know can stay up (ray-project/ray#33955): Ray's
     # agent then answers /api/local_raylet_healthz 503. The worker's watchdog restarts its own Ray unit.
     base, state = engine
-    state["raylet"] = (503, b"Local Raylet failed")
+    state["raylet"] = (503, b"RPC error: WrongClusterID: Perhaps the client is accessing GCS after it restarted.")
     calls = []
     monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 600.0))
     monkeypatch.setattr(watchdog, "_probe", lambda *args: pytest.fail("a Ray worker has no engine to probe"))
@@ -366,7 +366,8 @@ def test_pitfall_zombie_worker_raylet_answers_503_and_is_restarted(engine, tmp_p
         ("systemctl", "restart", "--no-block", "gb10-ray-worker.service"),
     ]
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "gb10-ray-worker.service: failing (1/3 failures in a row; raylet: HTTP 503 after 0.0 s)"
+    assert out[0].startswith("gb10-ray-worker.service: failing (1/3 failures in a row; raylet: HTTP 503 (RPC error: ")
+    assert "WrongClusterID" in out[0]
     state["raylet"] = (200, b"success")
     calls.clear()
     assert watchdog.main(argv) == 0 and calls == []
