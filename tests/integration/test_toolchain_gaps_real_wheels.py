@@ -222,6 +222,15 @@ def real_cuda_home(tmp_path):
         pytest.fail(f"no CUDA toolkit at {REAL_TOOLKIT} (set CUDA_HOME): these machines carry CUDA 13.0's")
     home = tmp_path / "cuda-real"
     subprocess.run(["cp", "-as", str(REAL_TOOLKIT), str(home)], check=True)
+    # cp -s turns the toolkit's own folder links (lib64 -> lib) into absolute links to the real toolkit: a write
+    # through one would change it. Each becomes the toolkit's own relative link again, inside the tree.
+    for path in sorted(home.rglob("*")):
+        source = Path(os.readlink(path)) if path.is_symlink() else None
+        if source is not None and source.is_symlink() and source.is_dir():
+            path.unlink()
+            path.symlink_to(os.readlink(source))
+    escapes = [p for p in home.rglob("*") if p.is_dir() and REAL_TOOLKIT in {p.resolve(), *p.resolve().parents}]
+    assert not escapes, f"folders of the tree resolve into the real toolkit: {escapes[:3]}"
     assert not (home / "include" / "nvrtc.h").exists(), "this toolkit has nvrtc: the gap is not there to close"
     stubs = home / "lib64" / "stubs"
     if not (stubs / "libcuda.so").exists():
@@ -262,3 +271,6 @@ def test_pitfall_lnvrtc_closed_on_the_machines_real_toolkit_and_linked_by_its_nv
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "nvrtc 13.0"
+    # The real toolkit is as it was: every change went into the tree of links.
+    assert not (REAL_TOOLKIT / "lib64" / "libnvrtc.so").exists() and not (REAL_TOOLKIT / "include" / "nvrtc.h").exists()
+    assert not (REAL_TOOLKIT / "lib64" / "stubs").exists()
