@@ -193,6 +193,9 @@ def _frozen_replica_is_restarted(sim):
         wait_for(f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), 120, every=2.0)
         sim.wait_all_ready(timeout=120)
         back_at = time.monotonic()
+        # The proxy holds FROZEN up now: let the watch take the sample that sees it (it samples about once a second,
+        # slower under load) before it is stopped.
+        wait_for(f"{FROZEN} seen up again by the watch", lambda: watch.up_again_wall is not None, 30, every=0.5)
     finally:
         sim.exec(FROZEN, "kill", "-CONT", pid, check=False)
         records = load.stop()
