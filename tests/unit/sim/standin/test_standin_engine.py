@@ -174,3 +174,14 @@ def test_the_sweeps_filler_prompt_is_its_size_to_the_standin():
     for size in (32, 512, 4096):
         counted = eng.count_tokens([{"role": "user", "content": _loadgen.filler_prompt(size)}])
         assert size <= counted <= size + _bench.PROMPT_OVERHEAD_TOKENS, (size, counted)
+
+
+def test_a_wedged_engine_generates_nothing_and_never_answers():
+    engine = eng.Engine(config())
+    engine.wedged.set()
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run(engine, chat(max_tokens=2))), daemon=True)
+    worker.start()
+    worker.join(timeout=1.0)
+    assert worker.is_alive() and not done
+    assert engine.gate.running == 0

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 from vllm._standin import cli
@@ -111,3 +112,28 @@ def test_pitfall_max_jobs_not_forwarded(monkeypatch, tmp_path, capsys, env):
         monkeypatch.setenv(key, value)
     assert cli.main(["serve", str(tmp_path)]) == 1
     assert "MAX_JOBS is not set" in capsys.readouterr().err
+
+
+class _Engine:
+    def __init__(self):
+        self.wedged = threading.Event()
+
+
+def test_a_lost_rank_kills_the_engine_by_default():
+    engine, dead, stop = _Engine(), [], threading.Event()
+    cli.rank_lost("exit", engine, dead, stop)("ActorDiedError: the actor died")
+    assert (dead, stop.is_set(), engine.wedged.is_set()) == (["ActorDiedError: the actor died"], True, False)
+
+
+def test_pitfall_health_200_while_a_rank_is_dead_hang_mode_keeps_the_server_up(capsys):
+    # vllm-project/vllm#16259, #53157: the API server stays up (no stop, no exit) and the engine generates nothing.
+    engine, dead, stop = _Engine(), [], threading.Event()
+    cli.rank_lost("hang", engine, dead, stop)("ActorDiedError: the actor died")
+    assert (dead, stop.is_set(), engine.wedged.is_set()) == ([], False, True)
+    assert "vllm-project/vllm#16259" in capsys.readouterr().out
+
+
+def test_an_unknown_rank_loss_mode_is_refused_at_start(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("GB10_STANDIN_RANK_LOSS", "retry")
+    assert cli.main(["serve", str(tmp_path)]) == 1
+    assert "GB10_STANDIN_RANK_LOSS='retry': expected one of exit, hang" in capsys.readouterr().err

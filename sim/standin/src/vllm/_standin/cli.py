@@ -110,7 +110,38 @@ def profile_and_size_kv(config, loaded):
     return kv, mem.touch(kv["resident"])
 
 
+RANK_LOSS = ("exit", "hang")
+
+
+def rank_lost(mode, engine, dead, stop):
+    """What a lost tensor-parallel rank does to the engine (GB10_STANDIN_RANK_LOSS).
+
+    exit (the default): vLLM's engine core sees the Ray worker die and raises EngineDeadError; the API server then
+    exits non-zero (vLLM's launcher shuts down on it unless VLLM_KEEP_ALIVE_ON_ENGINE_DEATH). hang: the field's
+    wedge on GB10 clusters (vllm-project/vllm#16259, #53157): the engine core never notices, /health and
+    /v1/models keep answering 200 and no request generates a token; only a completion shows it.
+    """
+
+    def on_dead(reason):
+        if mode == "hang":
+            log(
+                "(stand-in) a tensor-parallel rank is gone; GB10_STANDIN_RANK_LOSS=hang: the engine core waits on "
+                "it and generates nothing while /health stays 200 (vllm-project/vllm#16259)",
+                level="WARNING",
+                where="ray_executor.py:1",
+            )
+            engine.wedged.set()
+            return
+        dead.append(reason)
+        stop.set()
+
+    return on_dead
+
+
 def serve(config):
+    rank_loss = os.environ.get("GB10_STANDIN_RANK_LOSS") or "exit"
+    if rank_loss not in RANK_LOSS:
+        return fail(f"ValueError: GB10_STANDIN_RANK_LOSS={rank_loss!r}: expected one of {', '.join(RANK_LOSS)}")
     env = {k: os.environ.get(k) for k in ("MAX_JOBS", "VLLM_HOST_IP", "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES")}
     log(f"environment: {' '.join(f'{k}={v}' for k, v in env.items() if v is not None)}", where="envs.py:1")
     if not env["MAX_JOBS"]:
@@ -172,8 +203,7 @@ def serve(config):
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     dead = []
     if ranks is not None:
-        # vLLM's engine core dies with any of its Ray workers; the API server then exits non-zero.
-        tpmod.watch(ranks, lambda reason: (dead.append(reason), stop.set()), log)
+        tpmod.watch(ranks, rank_lost(rank_loss, engine, dead, stop), log)
     while not stop.wait(1):
         pass
     if dead:

@@ -232,6 +232,10 @@ class Engine:
         # The KV cache sized at startup (memory.size_kv_cache) and the buffer that keeps its share resident.
         self.kv = None
         self.kv_resident = None
+        # Set when a tensor-parallel rank is lost under GB10_STANDIN_RANK_LOSS=hang (cli.py): generation waits
+        # forever on the lost rank while /health, /v1/models and /metrics keep answering.
+        self.wedged = threading.Event()
+        self._never = threading.Event()
 
     def check(self, request):
         """Validate a chat request as vLLM does before queueing it; return (tool function or None, prompt, max)."""
@@ -275,6 +279,10 @@ class Engine:
     def run(self, request, emit):
         """Run one chat request through the gate; ``emit(kind, text)`` per decoded piece. Returns a summary."""
         function, prompt, max_tokens = self.check(request)
+        if self.wedged.is_set():
+            # vllm-project/vllm#16259, #53157: the engine core waits on the dead rank; no token, no error, no end
+            # (the client's timeout or the process's death ends the request).
+            self._never.wait()
         queued = self.clock()
         with self.gate:
             started = self.clock()
