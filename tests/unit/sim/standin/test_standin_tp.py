@@ -119,10 +119,12 @@ class _Engine:
         self.wedged = threading.Event()
 
 
-def test_a_lost_rank_kills_the_engine_by_default():
+def test_a_lost_rank_kills_the_engine_by_default(capsys):
     engine, dead, stop = _Engine(), [], threading.Event()
     cli.rank_lost("exit", engine, dead, stop)("ActorDiedError: the actor died")
     assert (dead, stop.is_set(), engine.wedged.is_set()) == (["ActorDiedError: the actor died"], True, False)
+    said = capsys.readouterr().out
+    assert "EngineCore encountered a fatal error: a tensor-parallel rank is gone: ActorDiedError" in said
 
 
 def test_pitfall_health_200_while_a_rank_is_dead_hang_mode_keeps_the_server_up(capsys):
@@ -130,7 +132,8 @@ def test_pitfall_health_200_while_a_rank_is_dead_hang_mode_keeps_the_server_up(c
     engine, dead, stop = _Engine(), [], threading.Event()
     cli.rank_lost("hang", engine, dead, stop)("ActorDiedError: the actor died")
     assert (dead, stop.is_set(), engine.wedged.is_set()) == ([], False, True)
-    assert "vllm-project/vllm#16259" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "vllm-project/vllm#16259" in out and "fatal error" not in out
 
 
 def test_an_unknown_rank_loss_mode_is_refused_at_start(monkeypatch, tmp_path, capsys):

@@ -125,13 +125,18 @@ def rank_lost(mode, engine, dead, stop):
     def on_dead(reason):
         if mode == "hang":
             log(
-                "(stand-in) a tensor-parallel rank is gone; GB10_STANDIN_RANK_LOSS=hang: the engine core waits on "
-                "it and generates nothing while /health stays 200 (vllm-project/vllm#16259)",
+                f"(stand-in) a tensor-parallel rank is gone; GB10_STANDIN_RANK_LOSS=hang: the engine core waits on "
+                f"it and generates nothing while /health stays 200 (vllm-project/vllm#16259): {reason}",
                 level="WARNING",
                 where="ray_executor.py:1",
             )
             engine.wedged.set()
             return
+        log(
+            f"EngineCore encountered a fatal error: a tensor-parallel rank is gone: {reason}",
+            level="ERROR",
+            where="core.py:1",
+        )
         dead.append(reason)
         stop.set()
 

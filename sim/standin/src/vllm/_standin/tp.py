@@ -261,7 +261,7 @@ def start(config, model_path, log, wait_s=None):
 
 
 def watch(ranks, on_dead, log, interval_s=5.0, timeout_s=20.0, stop=None):
-    """Ping every rank each interval; call ``on_dead(reason)`` once when one stops answering (vLLM's engine dies)."""
+    """Ping every rank each interval; call ``on_dead(reason)`` once when one stops answering (cli.rank_lost)."""
     import ray
 
     stop = stop or threading.Event()
@@ -270,14 +270,8 @@ def watch(ranks, on_dead, log, interval_s=5.0, timeout_s=20.0, stop=None):
         while not stop.wait(interval_s):
             try:
                 ray.get([r.ping.remote() for r in ranks], timeout=timeout_s)
-            except Exception as exc:  # any Ray failure of a rank kills the engine, as in vLLM
-                log(
-                    f"EngineCore encountered a fatal error: a tensor-parallel rank is gone: {type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0] if str(exc) else ''}",
-                    level="ERROR",
-                    where="core.py:1",
-                )
-                on_dead(str(exc))
+            except Exception as exc:  # any Ray failure of a rank: what the engine does is on_dead's
+                on_dead(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                 return
 
     thread = threading.Thread(target=loop, name="tp-watch", daemon=True)
