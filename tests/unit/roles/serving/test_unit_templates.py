@@ -77,6 +77,24 @@ def test_role_vars_mount_the_hf_cache_read_only_and_ray_tmp_under_a_root_only_pa
     assert dirs["{{ serving_ray_dir }}"] == "0700" and dirs["{{ _serving_ray_tmp_dir }}"] == "0777"
 
 
+def test_the_engines_caches_outlive_the_container_and_their_host_folders_are_made():
+    # A unit starts a new container each time (docker rm --force first): a cache inside it is lost at every restart.
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    mounts = {m["target"]: m for m in variables["_serving_mounts"]}
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    for source, target in (
+        ("{{ serving_flashinfer_cache_dir }}", "{{ serving_flashinfer_workspace_base }}"),
+        ("{{ serving_vllm_cache_dir }}", "{{ serving_vllm_cache_root }}"),
+    ):
+        assert mounts[target] == {"source": source, "target": target, "read_only": False}
+    assert defaults["serving_vllm_cache_dir"] == "{{ gb10_vllm_cache_dir }}"
+    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    made = {d["path"] for d in install[0]["loop"]}
+    assert {"{{ serving_flashinfer_cache_dir }}", "{{ serving_vllm_cache_dir }}"} <= made
+    env = (ROLE / "templates" / "engine.env.j2").read_text()
+    assert '"VLLM_CACHE_ROOT": serving_vllm_cache_root' in env
+
+
 def test_replica_unit_drops_every_capability_and_keeps_a_private_ipc():
     opts = _opts(_render("gb10-vllm.service.j2", "replica", argv=["vllm", "serve", "/m"]))
     assert opts[opts.index("--cap-drop") + 1] == "ALL" and "--cap-add" not in opts
@@ -115,6 +133,7 @@ def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
         _serving_node={"env": {"MAX_JOBS": "2", "RAY_AUTH_MODE": "token"}},
         _serving_container_hf_modules="/root/.cache/hf-modules",
         serving_flashinfer_workspace_base="/root/.cache/flashinfer-workspace",
+        serving_vllm_cache_root="/root/.cache/vllm-cache",
     )
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines == [
@@ -122,6 +141,7 @@ def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
         "HF_MODULES_CACHE=/root/.cache/hf-modules",
         "MAX_JOBS=2",
         "RAY_AUTH_MODE=token",
+        "VLLM_CACHE_ROOT=/root/.cache/vllm-cache",
     ]
     modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_container_hf_modules"]
     assert not modules.startswith("/root/.cache/huggingface/")
