@@ -271,6 +271,8 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 if node["engine_unit"]:
                     assert argv[argv.index("--marker") + 1] == warms[0]["warm"]["marker"]
                     assert argv[argv.index("--warmup-url") + 1] == WATCHDOG_VARS["_serving_chat_url"]
+                    # the converge's warm-up (tasks/warmup.yml) sends this same message
+                    assert argv[argv.index("--warmup-prompt") + 1] == "Say hello."
                 else:
                     assert "--marker" not in argv
                 assert f"RuntimeDirectory=gb10-watchdog-{watchdog['name']}" in service.splitlines()

@@ -226,6 +226,7 @@ def _warm_args(base, state_file, marker):
     args = ["--unit", "gb10-vllm.service", "--url", f"{base}/health", "--completions-url", f"{base}/v1/completions"]
     args += ["--model", "tiny-moe", "--state", str(state_file), "--timeout", "2", "--marker", str(marker)]
     args += ["--warmup-url", f"{base}/v1/chat/completions", "--warmup-max-tokens", "16", "--warmup-timeout", "5"]
+    args += ["--warmup-prompt", "Say hello."]
     return args
 
 
@@ -241,7 +242,8 @@ def test_pitfall_cold_replica_back_in_the_proxy_after_a_restart_is_warmed_first(
     assert watchdog.main(args) == 0
     assert marker.read_text() == "warm\n" and oct(marker.stat().st_mode & 0o777) == "0o644"
     assert [path for path, _body, _auth in state["posts"]] == ["/v1/completions", "/v1/chat/completions"]
-    assert state["posts"][1][1] == {"model": "tiny-moe", "messages": watchdog.WARMUP_MESSAGES, "max_tokens": 16}
+    warmup = {"model": "tiny-moe", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16}
+    assert state["posts"][1][1] == warmup
     out = capsys.readouterr().out
     assert "gb10-vllm.service: warmed (warm-up 200 in " in out and str(marker) in out
     assert watchdog.main(args) == 0
