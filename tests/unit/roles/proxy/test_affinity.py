@@ -170,7 +170,12 @@ def test_without_a_key_least_connections(cluster):
     proxy, replicas = cluster
     held = holding(proxy, 2)  # two long requests without a key, on two replicas
     wait_until(lambda: sum(sessions(proxy).values()) == 2, "two requests held")
-    answers = [ask(proxy) for _request in range(6)]
+    answers = []
+    for _request in range(6):
+        # the previous short request is still being closed for a moment: spark-3 would tie with the held two (seen
+        # under make test's load, and leastconn breaks a tie by round robin)
+        idle(proxy, held=2)
+        answers.append(ask(proxy))
     # least connections: every short request goes to the one idle replica (round robin would use all three)
     assert len(set(answers)) == 1, answers
     for replica in replicas.values():
