@@ -178,7 +178,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     ok = True
     for target in args.targets:
-        plan_path, _, node = target.rpartition(":")
+        plan_path, _sep, node = target.rpartition(":")
         ok = serve_one(plan_path, node, args.model_dir, args.kv_gib, args.timeout, args.log_dir) and ok
     return 0 if ok else 1
 
