@@ -32,6 +32,8 @@ import sys
 import time
 import urllib.request
 
+import check_argv
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENTRY = os.path.join(HERE, "vllm_cpu_entry.py")
 # strict: vLLM holds the arguments to the schema only for a strict function (measured: without it, forced tool
@@ -133,15 +135,18 @@ def ask(base, key, model):
 
 
 def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
-    with open(plan_path, encoding="utf-8") as handle:
-        plan = json.load(handle)
-    planned = plan["nodes"][node]
+    # check_argv's reader of plan_output files: the same labels, and a plan with violations has no argv.
+    planned = {label: (argv, env) for label, argv, env, _inventory in check_argv.file_argvs(plan_path)}
+    label = next((name for name in planned if name.endswith(f"/{node}")), None)
+    if label is None or planned[label][0] is None:
+        print(f"[serve-real] FAILED {plan_path}: no planned argv for {node} ({', '.join(planned)})")
+        return False
+    planned_argv, planned_env = planned[label]
     port = free_port()
-    argv = local_argv(planned["argv"], model_dir, port)
+    argv = local_argv(planned_argv, model_dir, port)
     key = secrets.token_hex(16)
-    env = {**os.environ, **planned.get("env", {}), "VLLM_API_KEY": key, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
-    log_path = os.path.join(log_dir, f"{os.path.basename(plan_path)}.{node}.log")
-    label = f"{os.path.basename(plan_path)}/{node}"
+    env = {**os.environ, **planned_env, "VLLM_API_KEY": key, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
+    log_path = os.path.join(log_dir, f"{label.replace('/', '.')}.log")
     print(f"[serve-real] {label}: vllm {' '.join(argv)}", flush=True)
     started = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
@@ -155,7 +160,7 @@ def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
             print(f"[serve-real] FAILED {label}: no /health 200 within {timeout_s} s (log {log_path})")
             return False
         start_s = time.monotonic() - started
-        checks = ask(base, key, served_name(planned["argv"]))
+        checks = ask(base, key, served_name(planned_argv))
     finally:
         process.send_signal(signal.SIGTERM)
         try:
