@@ -11,6 +11,10 @@ export GB10_SIM_WHEELHOUSE := $(CURDIR)/sim/build/wheelhouse
 # The simulation's CA and its per-subnet proxy certificates (sim/tls.py, run by sim/up.sh); inventories/sim reads them.
 export GB10_SIM_TLS_DIR := $(CURDIR)/sim/build/tls
 SIM_PROFILE ?= sim-replicas
+# The profiles that serve the real vLLM 0.32 CPU engine (sim/vllm_cpu): make sim builds and publishes its 3.1 GB
+# image only for them, and asks the site with the official openai client after converging.
+SIM_REAL_PROFILES := sim-real
+sim_real := $(filter $(SIM_PROFILE),$(SIM_REAL_PROFILES))
 SIM_NODES ?= 2
 export SIM_NODES
 
@@ -65,11 +69,11 @@ sim-up: sim-images
 sim-converge: collections
 	ansible-playbook -i inventories/sim site.yml -e serving_profile=$(SIM_PROFILE)
 
-sim-publish: sim-up
-	@sim/publish_image.sh
+sim-publish: sim-up $(if $(sim_real),sim-real-image)
+	@SIM_PUBLISH_REAL=$(if $(sim_real),1,0) sim/publish_image.sh
 
 sim: sim-publish sim-converge
-	@sim/hello.sh
+	@SIM_ASK_CLIENT=$(if $(sim_real),1,0) SIM_PROFILE=$(SIM_PROFILE) sim/hello.sh
 
 plan: collections
 	ansible-playbook -i inventories/sim playbooks/plan.yml -e serving_profile=$(SIM_PROFILE)
@@ -137,8 +141,8 @@ bench-affinity: collections
 argv-real: collections
 	@sim/vllm_catalog/argv_real.sh
 
-# The real vLLM 0.32 CPU engine as a sim image, built offline from a wheelhouse (issue 16 item 2; not yet served by
-# make sim: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold.
+# The real vLLM 0.32 CPU engine as a sim image, built offline from a wheelhouse (issue 16 item 2; the sim-real
+# profile serves it: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold.
 .PHONY: sim-real-image
 sim-real-image: sim-images
 	@sim/vllm_cpu/build.sh

@@ -29,6 +29,15 @@ for i in $(seq 1 "$SIM_NODES"); do
   total_requests=$((total_requests + requests)) total_tokens=$((total_tokens + tokens))
 done
 printf '%-8s %-16s %10s %18s\n' all "(summed)" "$total_requests" "$total_tokens"
+# The official openai client through the proxy (models, a completion, a stream, a tool call), from this machine, in
+# the real engine's venv (sim/vllm_catalog/real_venv.sh, cached): make sim does it for the real-engine profiles.
+if [ "${SIM_ASK_CLIENT:-0}" = 1 ]; then
+  venv=$("$SIM_ROOT/vllm_catalog/real_venv.sh")
+  replicas=()
+  for i in $(seq 1 "$SIM_NODES"); do replicas+=(--replica "http://$(node_ip "$i"):8000"); done
+  "$venv/bin/python" "$SIM_ROOT/vllm_catalog/ask_site.py" --proxy "https://$PROXY" --ca "$ca" --key "$key" \
+    --model tiny-moe "${replicas[@]}" || die "the openai client's checks through https://$PROXY failed"
+fi
 cat <<MSG
 
 The simulation is serving ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registry at $SIM_REGISTRY_IP:5000):
@@ -37,7 +46,7 @@ The simulation is serving ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registr
 $(for i in $(seq 1 "$SIM_NODES"); do printf '  %-8s %-11s docker exec -it %s-%s bash\n' "$(node_name "$i")" "$(node_ip "$i")" "$SIM_PREFIX" "$(node_name "$i")"; done)
   a node's own engine:  docker exec $SIM_PREFIX-spark-1 docker ps
   earlyoom's own log:   docker exec $SIM_PREFIX-spark-1 journalctl -u earlyoom --no-pager
-  the plan:             make plan SIM_PROFILE=sim-replicas
+  the plan:             make plan SIM_PROFILE=${SIM_PROFILE:-sim-replicas}
   converge again:       make sim-converge      (a second run reports changed=0)
   remove it all:        make sim-down
 MSG

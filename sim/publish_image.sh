@@ -6,6 +6,10 @@
 #   $GB10_SIM_IMAGES (default sim/build/images.yml):
 #     gb10_sim_standin_digest: "sha256:<64 hex>"        the image every sim profile serves
 #     gb10_sim_standin_next_digest: "sha256:<64 hex>"   the target of a rolling upgrade to a new image (issue 17)
+#     gb10_sim_real_digest: "sha256:<64 hex>"            the real vLLM 0.32.0 CPU engine (sim/vllm_cpu), which the
+#                                                        sim-real profile serves: pushed only with SIM_PUBLISH_REAL=1
+#                                                        (3.1 GB; make sim with SIM_PROFILE=sim-real), else the
+#                                                        file's earlier value is kept
 # which inventories/sim/group_vars/all/sim_image.yml reads. The digest is a function of the image content only: the
 # same image ID pushed from another node's engine or into another prefix's registry gives the same digest
 # (measured; see standin/README.md), so one file serves every prefix. Idempotent: an image node 1 already holds is
@@ -16,16 +20,19 @@ require_docker
 STANDIN_IMAGE="${SIM_STANDIN_IMAGE:-gb10-sim/vllm-standin:0.32.0}"
 NEXT_IMAGE="${SIM_STANDIN_NEXT_IMAGE:-$STANDIN_IMAGE-next}"
 REPOSITORY="${SIM_STANDIN_REPOSITORY:-registry:5000/gb10/vllm-standin}"
+REAL_IMAGE="${SIM_VLLM_CPU_IMAGE:-gb10-sim/vllm-cpu:0.32.0}"
+REAL_REPOSITORY="${SIM_REAL_REPOSITORY:-registry:5000/gb10/vllm-cpu}"
 OUT="${GB10_SIM_IMAGES:-$SIM_BUILD/images.yml}"
 node="$SIM_PREFIX-$(node_name 1)"
 
 [ "$(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" = true ] \
   || die "node $node is not running: start the simulation with sim/up.sh (SIM_PREFIX=$SIM_PREFIX)"
 
-publish() {  # publish IMAGE: pushes IMAGE as $REPOSITORY:<its tag> from node 1; prints the repository digest
-  local image=$1 reference="$REPOSITORY:${1##*:}" image_id held digest
+publish() {  # publish IMAGE [REPOSITORY]: pushes IMAGE as REPOSITORY:<its tag> from node 1; prints the repository digest
+  local image=$1 repository=${2:-$REPOSITORY} image_id held digest reference
+  reference="$repository:${1##*:}"
   image_id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) \
-    || die "$image is missing: build it with sim/standin/build.sh (make sim-images)"
+    || die "$image is missing: build it with sim/standin/build.sh (make sim-images) or sim/vllm_cpu/build.sh (make sim-real-image)"
   held=$(docker exec "$node" docker image inspect -f '{{.Id}}' "$reference" 2>/dev/null || true)
   if [ "$held" != "$image_id" ]; then
     say "loading $image into $node's engine" >&2
@@ -36,9 +43,9 @@ publish() {  # publish IMAGE: pushes IMAGE as $REPOSITORY:<its tag> from node 1;
   docker exec "$node" docker push -q "$reference" >/dev/null 2>"$SIM_BUILD/publish.log" \
     || die "push of $reference from $node failed: see $SIM_BUILD/publish.log"
   digest=$(docker exec "$node" docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' "$reference" \
-    | sed -n "s#^$REPOSITORY@##p" | head -n1)
+    | sed -n "s#^$repository@##p" | head -n1)
   [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no repository digest for $reference after the push (got '$digest')"
-  say "published $image: $REPOSITORY@$digest" >&2
+  say "published $image: $repository@$digest" >&2
   printf '%s' "$digest"
 }
 
@@ -48,6 +55,13 @@ next_digest=$(publish "$NEXT_IMAGE") || exit 1
 
 content=$(printf -- '---\n# Written by sim/publish_image.sh: %s and %s as pushed to %s.\ngb10_sim_standin_digest: "%s"\ngb10_sim_standin_next_digest: "%s"\n' \
   "$STANDIN_IMAGE" "$NEXT_IMAGE" "$REPOSITORY" "$digest" "$next_digest")
+if [ "${SIM_PUBLISH_REAL:-0}" = 1 ]; then
+  real_digest=$(publish "$REAL_IMAGE" "$REAL_REPOSITORY") || exit 1
+else
+  real_digest=$(sed -n 's/^gb10_sim_real_digest: "\(sha256:[0-9a-f]\{64\}\)"$/\1/p' "$OUT" 2>/dev/null || true)
+fi
+[ -z "$real_digest" ] || content+=$(printf -- '\n# %s as pushed to %s.\ngb10_sim_real_digest: "%s"' \
+  "$REAL_IMAGE" "$REAL_REPOSITORY" "$real_digest")
 if [ "$(cat "$OUT" 2>/dev/null)" != "$content" ]; then
   mkdir -p "$(dirname "$OUT")"
   printf '%s\n' "$content" >"$OUT.tmp" && mv "$OUT.tmp" "$OUT"

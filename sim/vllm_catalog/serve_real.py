@@ -93,12 +93,26 @@ def wait_healthy(url, process, timeout_s):
     return False
 
 
-def ask(base, key, model):
-    """[(check, ok, detail)] of the official client's calls and vLLM's /metrics."""
-    import openai
+def replica_metrics(bases):
+    """vLLM's own /metrics of each replica, read directly (never through the proxy), parsed by prometheus_client."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    client = openai.OpenAI(base_url=base + "/v1", api_key=key, timeout=120)
+    families = []
+    for base in bases:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as answer:
+            families.append({f.name: f for f in text_string_to_metric_families(answer.read().decode())})
+    return families
+
+
+def ask(base, key, model, ca=None, metrics_bases=None):
+    """[(check, ok, detail)] of the official client's calls at `base` (TLS verified against `ca` when given) and of
+    vLLM's /metrics at each of `metrics_bases` (default: `base` itself)."""
+    import httpx
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base + "/v1", api_key=key, timeout=120, http_client=httpx.Client(verify=ca) if ca else None
+    )
     checks = []
     ids = [m.id for m in client.models.list().data]
     checks.append(("models", model in ids, f"{ids}"))
@@ -127,10 +141,11 @@ def ask(base, key, model):
     if calls:
         detail += f", {calls[0].function.name}({calls[0].function.arguments[:60]})"
     checks.append(("tool call (named, strict)", held and calls[0].function.name == "weather", detail))
-    with urllib.request.urlopen(base + "/metrics", timeout=10) as answer:
-        families = {f.name: f for f in text_string_to_metric_families(answer.read().decode())}
-    generated = sum(s.value for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total"))
-    checks.append(("metrics", generated > 0 and "vllm:prefix_cache_hits" in families, f"{generated:g} tokens"))
+    for where, families in zip(metrics_bases or [base], replica_metrics(metrics_bases or [base]), strict=True):
+        generated = sum(s.value for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total"))
+        checks.append(
+            (f"metrics {where}", generated > 0 and "vllm:prefix_cache_hits" in families, f"{generated:g} tokens")
+        )
     return checks
 
 

@@ -41,7 +41,7 @@ cp "$pins" "$ctx/wheels/requirements.txt"
 python3 "$SIM_ROOT/standin/make_wheel.py" "$ctx/wheels/stand-in" "$CATALOG" >/dev/null
 mv "$ctx/wheels/stand-in/"flashinfer_python-*.whl "$ctx/wheels/"
 rm -rf "$ctx/wheels/stand-in"
-cp "$HERE/Dockerfile" "$ENTRY" "$ctx/"
+cp "$HERE/Dockerfile" "$HERE/gpu_layer.py" "$ENTRY" "$ctx/"
 say "building $IMAGE from $SIM_BASE_IMAGE ($(du -sh "$ctx" | cut -f1) of wheels)"
 started=$(date +%s)
 docker build -q --pull=false --build-arg "BASE=$SIM_BASE_IMAGE" --label "gb10.sim.recipe=$stamp" \
