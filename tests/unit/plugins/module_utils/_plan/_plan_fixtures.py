@@ -175,6 +175,10 @@ def shipped(inventory):
         known["gb10_sim_standin_image"] = "{}@{}".format(
             group_vars["gb10_sim_standin_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
         )
+    if "gb10_sim_real_repository" in group_vars:
+        known["gb10_sim_real_image"] = "{}@{}".format(
+            group_vars["gb10_sim_real_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
+        )
     children = _load(base / "hosts.yml")["all"]["children"]
     hosts = list(children["gb10_nodes"]["hosts"])
     node_map = {}
