@@ -1,4 +1,4 @@
-#!/opt/venv/bin/python
+#!/usr/bin/env python
 # Copyright: gb10.serving maintainers
 # Apache-2.0
 """`vllm` of the real-engine sim image: the one GPU-only step of a GB10 start, then the real vLLM CLI, unchanged.
