@@ -300,6 +300,11 @@ def check_commands(cxx, cuda_home, flags, source, obj, out):
 def check(cuda_home, flags, environ, which=shutil.which):
     """Compile and link the probe with FlashInfer's flags. {"ok": True|False|None, ...}; None: could not run."""
     cxx = environ.get("CXX", "c++")
+    if not os.path.isdir(cuda_home):
+        # A C++ compiler alone (an image may carry g++ for torch's inductor) compiles no CUDA: the probe would fail
+        # on the missing headers, not on a gap this script can close. The FlashInfer prebuild names what is missing.
+        output = f"no CUDA toolkit at {cuda_home}: no toolchain to JIT with here"
+        return {"ok": None, "stage": "compiler", "output": output}
     if not which(cxx):
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
         if os.path.exists(nvcc):

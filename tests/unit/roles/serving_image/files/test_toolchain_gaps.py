@@ -173,6 +173,13 @@ def test_no_compiler_beside_nvcc_fails_and_without_a_toolkit_is_skipped(tmp_path
     assert result["ok"] is False and "no C++ compiler 'no-such-c++'" in result["output"]
 
 
+@pytest.mark.skipif(not shutil.which("c++"), reason="needs c++")
+def test_a_cxx_without_any_cuda_home_is_skipped_not_failed(tmp_path):
+    """The sim-real image has g++ (torch's inductor) and no CUDA toolkit: the probe would fail on nvrtc.h."""
+    result = tg.check(str(tmp_path / "no-cuda"), FLAGS, {})
+    assert result["ok"] is None and "no CUDA toolkit at" in result["output"]
+
+
 def _layout(tmp_path, old_fix=False):
     """A pip-wheel nvrtc (real ELF built by gcc) and a CUDA home with include/ and lib64/, like the image's."""
     site_dir = tmp_path / "site-packages"
