@@ -10,7 +10,7 @@ export GB10_SIM_IMAGES := $(CURDIR)/sim/build/images.yml
 export GB10_SIM_WHEELHOUSE := $(CURDIR)/sim/build/wheelhouse
 # The simulation's CA and its per-subnet proxy certificates (sim/tls.py, run by sim/up.sh); inventories/sim reads them.
 export GB10_SIM_TLS_DIR := $(CURDIR)/sim/build/tls
-SIM_PROFILE ?= sim-replicas
+SIM_PROFILE ?= sim-real
 # The profiles that serve the real vLLM 0.32 CPU engine (sim/vllm_cpu): make sim builds and publishes its 3.1 GB
 # image only for them, and asks the site with the official openai client after converging.
 SIM_REAL_PROFILES := sim-real
@@ -132,7 +132,7 @@ bench-upgrade: collections
 # replicas run vLLM itself (scripts/bench_affinity.py; exits 2 on the stand-in engine, which has no prefix cache).
 .PHONY: bench-affinity
 bench-affinity: collections
-	$(BIN)/python scripts/bench_affinity.py
+	SIM_PROFILE=$(SIM_PROFILE) $(BIN)/python scripts/bench_affinity.py
 
 # Every argv playbooks/plan.yml renders, for every profile of every inventory, through the real vLLM 0.32.0 parser,
 # plus known-bad argv it must refuse (sim/vllm_catalog/argv_real.sh). vllm-cpu and torch live in a venv of their

@@ -43,10 +43,14 @@ REPLICA_PORT = 8000
 PROXY_URL = os.environ.get("BENCH_PROXY_URL", f"https://{SUBNET}.10:8080")
 TLS_DIR = Path(os.environ.get("GB10_SIM_TLS_DIR") or REPO / "sim" / "build" / "tls")
 HEADER = os.environ.get("BENCH_AFFINITY_HEADER", "X-Session-Id")
+# The profile the simulation was converged with (make sim's SIM_PROFILE): the proxy re-renders from its plan.
+PROFILE = os.environ.get("SIM_PROFILE", "sim-real")
 CONVERSATIONS = int(os.environ.get("BENCH_CONVERSATIONS", "8"))
 TURNS = int(os.environ.get("BENCH_TURNS", "6"))
-# Words of each conversation's own system prompt: long enough that its prefix is most of every turn's prompt.
-PROMPT_WORDS = int(os.environ.get("BENCH_PROMPT_WORDS", "1500"))
+# Words of each conversation's own system prompt: long enough that its prefix is most of every turn's prompt, short
+# enough for the sim model's 8192-token context: its tokenizer spends ~7.8 tokens on each "ruleNNNN" word (measured:
+# 200 words, 1561 prompt tokens), so 400 words and six turns stay near 3,500 tokens.
+PROMPT_WORDS = int(os.environ.get("BENCH_PROMPT_WORDS", "400"))
 HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
 
 
@@ -165,6 +169,7 @@ def workload(run, key, context, model):
 def set_affinity(mode):
     """The proxy re-rendered with proxy_affinity ``mode`` (None: the inventory's own)."""
     argv = ["ansible-playbook", "-i", "inventories/sim", "scripts/bench/affinity_proxy.yml"]
+    argv += ["-e", f"serving_profile={PROFILE}"]
     if mode is not None:
         argv += ["-e", f"proxy_affinity={mode}", "-e", f"proxy_affinity_header={HEADER}"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)

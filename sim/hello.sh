@@ -46,7 +46,7 @@ The simulation is serving ($SIM_NODES nodes on $SIM_NETWORK $SIM_SUBNET, registr
 $(for i in $(seq 1 "$SIM_NODES"); do printf '  %-8s %-11s docker exec -it %s-%s bash\n' "$(node_name "$i")" "$(node_ip "$i")" "$SIM_PREFIX" "$(node_name "$i")"; done)
   a node's own engine:  docker exec $SIM_PREFIX-spark-1 docker ps
   earlyoom's own log:   docker exec $SIM_PREFIX-spark-1 journalctl -u earlyoom --no-pager
-  the plan:             make plan SIM_PROFILE=${SIM_PROFILE:-sim-replicas}
+  the plan:             make plan SIM_PROFILE=${SIM_PROFILE:-sim-real}
   converge again:       make sim-converge      (a second run reports changed=0)
   remove it all:        make sim-down
 MSG
