@@ -10,6 +10,8 @@
 #                                                        sim-real profile serves: pushed only with SIM_PUBLISH_REAL=1
 #                                                        (3.1 GB; make sim with SIM_PROFILE=sim-real), else the
 #                                                        file's earlier value is kept
+#     gb10_sim_real_next_digest: "sha256:<64 hex>"       its next release, the same layers under a new label, built
+#                                                        in node 1's engine (no second 3.1 GB transfer)
 # which inventories/sim/group_vars/all/sim_image.yml reads. The digest is a function of the image content only: the
 # same image ID pushed from another node's engine or into another prefix's registry gives the same digest
 # (measured; see standin/README.md), so one file serves every prefix. Idempotent: an image node 1 already holds is
@@ -55,13 +57,33 @@ next_digest=$(publish "$NEXT_IMAGE") || exit 1
 
 content=$(printf -- '---\n# Written by sim/publish_image.sh: %s and %s as pushed to %s.\ngb10_sim_standin_digest: "%s"\ngb10_sim_standin_next_digest: "%s"\n' \
   "$STANDIN_IMAGE" "$NEXT_IMAGE" "$REPOSITORY" "$digest" "$next_digest")
+publish_next_in_node() {  # REPOSITORY TAG: builds TAG-next on TAG in node 1's engine, pushes it; prints its digest
+  local repository=$1 tag=$2 digest
+  # The node's build cache keeps the same parent and instruction at the same image ID, so a second run pushes the
+  # same digest.
+  printf 'FROM %s:%s\nLABEL gb10.sim.release="next"\n' "$repository" "$tag" \
+    | docker exec -i "$node" docker build -q -t "$repository:$tag-next" - >"$SIM_BUILD/publish-next.log" 2>&1 \
+    || { tail -n 20 "$SIM_BUILD/publish-next.log" >&2; die "docker build of $repository:$tag-next in $node failed"; }
+  docker exec "$node" docker push -q "$repository:$tag-next" >/dev/null 2>"$SIM_BUILD/publish.log" \
+    || die "push of $repository:$tag-next from $node failed: see $SIM_BUILD/publish.log"
+  digest=$(docker exec "$node" docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' \
+    "$repository:$tag-next" | sed -n "s#^$repository@##p" | head -n1)
+  [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no repository digest for $repository:$tag-next (got '$digest')"
+  say "published $repository:$tag-next (its next release): $repository@$digest" >&2
+  printf '%s' "$digest"
+}
+
+recorded() { sed -n "s/^$1: \"\(sha256:[0-9a-f]\{64\}\)\"$/\1/p" "$OUT" 2>/dev/null || true; }
 if [ "${SIM_PUBLISH_REAL:-0}" = 1 ]; then
   real_digest=$(publish "$REAL_IMAGE" "$REAL_REPOSITORY") || exit 1
+  real_next_digest=$(publish_next_in_node "$REAL_REPOSITORY" "${REAL_IMAGE##*:}") || exit 1
 else
-  real_digest=$(sed -n 's/^gb10_sim_real_digest: "\(sha256:[0-9a-f]\{64\}\)"$/\1/p' "$OUT" 2>/dev/null || true)
+  real_digest=$(recorded gb10_sim_real_digest) real_next_digest=$(recorded gb10_sim_real_next_digest)
 fi
 [ -z "$real_digest" ] || content+=$(printf -- '\n# %s as pushed to %s.\ngb10_sim_real_digest: "%s"' \
   "$REAL_IMAGE" "$REAL_REPOSITORY" "$real_digest")
+[ -z "$real_next_digest" ] || content+=$(printf -- '\n# Its next release.\ngb10_sim_real_next_digest: "%s"' \
+  "$real_next_digest")
 if [ "$(cat "$OUT" 2>/dev/null)" != "$content" ]; then
   mkdir -p "$(dirname "$OUT")"
   printf '%s\n' "$content" >"$OUT.tmp" && mv "$OUT.tmp" "$OUT"

@@ -21,12 +21,15 @@ def vllm_in_flight(text):
         raise AnsibleFilterError(str(err)) from err
 
 
-def upgrade_smoke_request(model, max_tokens=256):
-    return _rolling_upgrade.smoke_request(model, max_tokens)
+def upgrade_smoke_request(model, max_tokens=256, tool=None, tool_choice="auto"):
+    try:
+        return _rolling_upgrade.smoke_request(model, max_tokens, dict(tool) if tool else None, tool_choice)
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from err
 
 
-def upgrade_smoke_verdict(response, parser=None):
-    return _rolling_upgrade.smoke_verdict(response, parser)
+def upgrade_smoke_verdict(response, parser=None, tool=None):
+    return _rolling_upgrade.smoke_verdict(response, parser, dict(tool) if tool else None)
 
 
 def upgrade_warmup_verdict(response):

@@ -57,21 +57,34 @@ def in_flight(metrics_text):
     return {"running": running, "waiting": waiting, "total": running + waiting}
 
 
-def smoke_request(model, max_tokens=256):
-    """The smoke test's /v1/chat/completions body: one tool, tool_choice auto, temperature 0."""
+SMOKE_TOOL_CHOICES = ("auto", "required", "named")
+
+
+def smoke_request(model, max_tokens=256, tool=None, tool_choice="auto"):
+    """The smoke test's /v1/chat/completions body: one tool (SMOKE_TOOL unless given), temperature 0.
+
+    ``tool_choice`` auto lets the model decide (what a real model is judged on); required or named (the tool by its
+    name) make vLLM's structured output produce a call, for a model that calls no tool by itself (a random one).
+    """
+    tool = tool or SMOKE_TOOL
+    if tool_choice not in SMOKE_TOOL_CHOICES:
+        raise ValueError(f"tool_choice {tool_choice!r} is none of {', '.join(SMOKE_TOOL_CHOICES)}")
+    choice = tool_choice
+    if tool_choice == "named":
+        choice = {"type": "function", "function": {"name": tool["function"]["name"]}}
     return {
         "model": model,
         "messages": [{"role": "user", "content": SMOKE_PROMPT}],
-        "tools": [SMOKE_TOOL],
-        "tool_choice": "auto",
+        "tools": [tool],
+        "tool_choice": choice,
         "temperature": 0,
         "max_tokens": int(max_tokens),
     }
 
 
-def smoke_verdict(response, parser=None):
+def smoke_verdict(response, parser=None, tool=None):
     """{"ok", "reason"}: ok when the answer is one or more calls of the smoke tool, each with JSON-object arguments."""
-    name = SMOKE_TOOL["function"]["name"]
+    name = (tool or SMOKE_TOOL)["function"]["name"]
     try:
         message = _toolcall_eval.response_message(response)
     except (ValueError, TypeError) as exc:

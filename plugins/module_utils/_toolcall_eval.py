@@ -21,6 +21,9 @@ import re
 
 KINDS = ("single", "parallel", "none", "nested")
 MATCHES = ("exact", "contains")
+# A case's tool_choice (OpenAI's): auto by default, what a real model is judged on; required, or a named function,
+# make the server's structured output produce a call (for a model that calls no tool by itself, a random one).
+TOOL_CHOICES = ("auto", "required", "none")
 DEFAULT_END_MARKER = "</think>"
 
 # "data: {...}" at the end of a line; tolerant of a prefix before it (a client's trace log wraps each read).
@@ -58,6 +61,16 @@ def validate_cases(cases):
             problems.append(f"{where}: tools must be a non-empty list")
             tools = []
         names = {((t or {}).get("function") or {}).get("name") for t in tools}
+        choice = case.get("tool_choice", "auto")
+        if isinstance(choice, dict):
+            held = choice.get("type") == "function" and (choice.get("function") or {}).get("name") in names
+        else:
+            held = choice in TOOL_CHOICES
+        if not held:
+            problems.append(
+                f"{where}: tool_choice must be one of {', '.join(TOOL_CHOICES)} or "
+                "{type: function, function: {name: <a tool of the case>}}"
+            )
         expect = case.get("expect_calls")
         if not isinstance(expect, list):
             problems.append(f"{where}: expect_calls must be a list (empty for a case that needs no call)")
@@ -81,12 +94,12 @@ def validate_cases(cases):
 
 
 def request_body(case, model, stream=False, max_tokens=512):
-    """The /v1/chat/completions body for a case (tool_choice auto: the model decides whether to call)."""
+    """The /v1/chat/completions body for a case (its tool_choice; auto by default: the model decides)."""
     body = {
         "model": model,
         "messages": case["messages"],
         "tools": case["tools"],
-        "tool_choice": "auto",
+        "tool_choice": case.get("tool_choice", "auto"),
         "temperature": 0,
         "max_tokens": max_tokens,
     }

@@ -28,10 +28,10 @@ from pathlib import Path
 import ansible_runner
 import pytest
 from _api import api_headers
+from _profile import PROFILE, TOOLCALL_CASES
 
 REPO = Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "inventories" / "sim"
-PROFILE = "sim-replicas"
 NODES = ("spark-1", "spark-2")
 ADMIN_SOCKET = "/run/haproxy/admin.sock"
 
@@ -175,7 +175,7 @@ class ServedSim:
         return done.stdout
 
     def playbook(self, path, extravars=None, limit=None, check=True, tags=None):
-        """Run a playbook of the checkout on the simulation with ansible-runner (profile sim-replicas by default)."""
+        """Run a playbook of the checkout on the simulation with ansible-runner (the suite's profile: _profile.py)."""
         playbook = Path(path)
         if not playbook.is_absolute():
             playbook = self.repo / playbook
@@ -207,7 +207,7 @@ class ServedSim:
                 "toolcall_gate_endpoint": self.replica_url(candidate),
                 "toolcall_gate_running_endpoint": self.replica_url(running),
                 "toolcall_gate_model": "tiny-moe",
-                "toolcall_gate_cases_file": str(self.repo / "sim" / "standin" / "toolcall_cases.yml"),
+                "toolcall_gate_cases_file": str(TOOLCALL_CASES),
             },
             check=check,
         )

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import yaml
 from _api import api_headers
+from _profile import PROFILE
 from prometheus_client.parser import text_string_to_metric_families
 
 NODES = ("spark-1", "spark-2")
@@ -32,7 +33,7 @@ APPLY = "tests/integration/serving/serving_apply.yml"
 def _profiles_with_seqs(repo, seqs):
     path = repo / "inventories" / "sim" / "group_vars" / "all" / "serving_profiles.yml"
     profiles = copy.deepcopy(yaml.safe_load(path.read_text())["serving_profiles"])
-    profile = profiles["sim-replicas"]
+    profile = profiles[PROFILE]
     profile["defaults"]["max_num_seqs"] = seqs
     for node in (profile.get("nodes") or {}).values():
         node.pop("max_num_seqs", None)

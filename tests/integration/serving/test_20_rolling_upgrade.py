@@ -25,16 +25,16 @@ import threading
 import time
 import urllib.request
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import yaml
 from _api import API_KEY
+from _profile import PROFILE
+from _profile import next_image as _next_image
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
 
 PLAYBOOK = "playbooks/rolling_upgrade.yml"
-PROFILE = "sim-replicas"
 NODES = ("spark-1", "spark-2")
 # The local hub serves two revisions of the sim model (sim/hub): the second is the upgrade target.
 NEXT_REVISION = "9b1e4f7a2c6d8e0f3a5b7c9d1e2f4a6b8c0d2e4f"
@@ -47,7 +47,7 @@ def profiles(sim):
 
 
 def target(sim, change):
-    """Extra vars that make the sim-replicas profile of the inventory into the target: change(profile) edits it."""
+    """Extra vars that make the suite's profile of the inventory into the target: change(profile) edits it."""
     edited = copy.deepcopy(profiles(sim))
     change(edited[PROFILE])
     return {"serving_profiles": edited}
@@ -168,10 +168,8 @@ def restored_on_failure(sim):
 
 
 def next_image(sim):
-    """The stand-in's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
-    published = yaml.safe_load(Path(sim.env["GB10_SIM_IMAGES"]).read_text())
-    inventory = yaml.safe_load((sim.inventory / "group_vars" / "all" / "sim_image.yml").read_text())
-    return f"{inventory['gb10_sim_standin_repository']}@{published['gb10_sim_standin_next_digest']}"
+    """The serving image's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
+    return _next_image(sim.env["GB10_SIM_IMAGES"])
 
 
 def upgraded(sim):

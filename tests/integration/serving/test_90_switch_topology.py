@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from _api import API_KEY
+from _profile import PROFILE
 from _third_party import connect_from_third_container
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
@@ -83,7 +84,7 @@ def _unit(sim, node, unit):
 
 def _restore_replicas(sim):
     if not sim.all_ready():
-        sim.playbook(SWITCH, extravars={"serving_profile": "sim-replicas"}, check=False)
+        sim.playbook(SWITCH, extravars={"serving_profile": PROFILE}, check=False)
     sim.wait_all_ready()
 
 
@@ -122,7 +123,7 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
 
     with Load(site.proxy_url, str(site.proxy_ca)) as load:
         time.sleep(5)
-        back = _switch(site, "sim-replicas")
+        back = _switch(site, PROFILE)
         time.sleep(5)
     print(f"tensor_parallel -> replicas: {back}")
     assert (back["from"], back["to"], back["servers"]) == ("tensor_parallel", "replicas", list(NODES))

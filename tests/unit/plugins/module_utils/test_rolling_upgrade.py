@@ -52,6 +52,31 @@ def test_smoke_request_has_one_tool_and_auto_choice():
     assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
 
 
+STRICT = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "strict": True,
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Oulu"]}}},
+    },
+}
+
+
+def test_smoke_request_names_the_given_tool_for_a_model_that_calls_none_by_itself():
+    body = ru.smoke_request("tiny-moe", 64, STRICT, "named")
+    assert body["tools"] == [STRICT]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
+    assert ru.smoke_request("tiny-moe", 64, STRICT, "required")["tool_choice"] == "required"
+    with pytest.raises(ValueError, match="none of auto, required, named"):
+        ru.smoke_request("tiny-moe", 64, STRICT, "forced")
+
+
+def test_smoke_verdict_judges_the_given_tool():
+    assert ru.smoke_verdict(completion(tool_calls=[call(name="weather")]), tool=STRICT)["ok"]
+    verdict = ru.smoke_verdict(completion(tool_calls=[call()]), tool=STRICT)
+    assert not verdict["ok"] and "instead of weather" in verdict["reason"]
+
+
 def test_smoke_passes_a_well_formed_call():
     verdict = ru.smoke_verdict(completion(tool_calls=[call()]))
     assert verdict["ok"], verdict

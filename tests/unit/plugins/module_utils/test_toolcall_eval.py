@@ -10,6 +10,8 @@ from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "toolcall"
 CASES_FILE = Path(__file__).parents[4] / "files" / "toolcall_eval" / "cases.yml"
+# The simulation's sets: the stand-in's and the real engine's on its random checkpoint (inventories/sim serving.yml).
+SIM_CASES_FILES = [Path(__file__).parents[4] / "sim" / e / "toolcall_cases.yml" for e in ("standin", "vllm_cpu")]
 
 TOOL = {"type": "function", "function": {"name": "run_command", "parameters": {"type": "object"}}}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -223,8 +225,9 @@ def test_shipped_set_has_at_least_20_cases_of_every_kind():
     assert kinds == set(te.KINDS)
 
 
-def test_shipped_set_right_answers_score_one_and_no_calls_score_only_the_none_cases():
-    cases = te.validate_cases(yaml.safe_load(CASES_FILE.read_text()))
+@pytest.mark.parametrize("path", [CASES_FILE, *SIM_CASES_FILES], ids=lambda p: str(p.parent.name))
+def test_shipped_set_right_answers_score_one_and_no_calls_score_only_the_none_cases(path):
+    cases = te.validate_cases(yaml.safe_load(path.read_text()))
     right = {c["id"]: completion(*[(w["name"], json.dumps(w["arguments"])) for w in c["expect_calls"]]) for c in cases}
     for c in cases:
         if not c["expect_calls"]:
@@ -248,6 +251,44 @@ def test_request_body_is_auto_tool_choice_and_streams_on_request():
     body = te.request_body(case(), "m", stream=True)
     assert body["tool_choice"] == "auto" and body["stream"] is True and body["temperature"] == 0
     assert "stream" not in te.request_body(case(), "m")
+
+
+def test_a_case_names_its_own_tool_choice_and_the_body_carries_it():
+    named = {"type": "function", "function": {"name": "run_command"}}
+    for choice in ("required", "none", named):
+        held = {**case(), "tool_choice": choice}
+        assert te.validate_cases([held]) == [held]
+        assert te.request_body(held, "m")["tool_choice"] == choice
+
+
+@pytest.mark.parametrize(
+    "choice",
+    ["always", {"type": "function", "function": {"name": "not_offered"}}, {"function": {"name": "run_command"}}, 3],
+)
+def test_a_tool_choice_that_is_not_openai_s_or_names_no_tool_of_the_case_is_refused(choice):
+    with pytest.raises(te.CaseError, match="tool_choice must be one of auto, required, none"):
+        te.validate_cases([{**case(), "tool_choice": choice}])
+
+
+def test_real_engine_sim_cases_name_a_strict_function_with_one_valid_answer():
+    # A random checkpoint calls no tool by itself: each calling case of the real engine's set must force its one
+    # tool and leave structured output one answer (the expected one), or the gate would score noise.
+    cases = te.validate_cases(yaml.safe_load(SIM_CASES_FILES[1].read_text()))
+    calling = [c for c in cases if c["expect_calls"]]
+    assert calling and any(not c["expect_calls"] for c in cases)
+    for c in calling:
+        (tool,) = c["tools"]
+        assert c["tool_choice"] == {"type": "function", "function": {"name": tool["function"]["name"]}}, c["id"]
+        assert tool["function"]["strict"] is True and tool["function"]["parameters"]["additionalProperties"] is False
+
+        def single(schema, want):
+            if schema.get("type") == "object":
+                return set(schema["required"]) == set(want) and all(
+                    single(schema["properties"][k], v) for k, v in want.items()
+                )
+            return schema.get("enum") == [want]
+
+        assert single(tool["function"]["parameters"], c["expect_calls"][0]["arguments"]), c["id"]
 
 
 # ---------------------------------------------------------------------------------------- answers for the gate

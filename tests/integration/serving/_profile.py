@@ -1,0 +1,30 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""The sim profile the suite serves: GB10_IT_PROFILE, default sim-replicas (the stand-in, make test's budget);
+sim-real runs every test against the real vLLM 0.32 CPU engine (`make test-serving-real`, on a running make sim).
+
+What differs by engine is read from the inventory, as the product reads it: the tool-calling cases and the image
+a rolling upgrade moves to (inventories/sim/group_vars/all/serving.yml and sim_image.yml).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+GROUP_VARS = REPO / "inventories" / "sim" / "group_vars" / "all"
+PROFILE = os.environ.get("GB10_IT_PROFILE", "sim-replicas")
+REAL_ENGINE = PROFILE in yaml.safe_load((GROUP_VARS / "serving.yml").read_text())["gb10_sim_real_engine_profiles"]
+ENGINE_DIR = "vllm_cpu" if REAL_ENGINE else "standin"
+TOOLCALL_CASES = REPO / "sim" / ENGINE_DIR / "toolcall_cases.yml"
+
+
+def next_image(images_file):
+    """The serving image's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
+    published = yaml.safe_load(Path(images_file).read_text())
+    inventory = yaml.safe_load((GROUP_VARS / "sim_image.yml").read_text())
+    kind = "real" if REAL_ENGINE else "standin"
+    return f"{inventory[f'gb10_sim_{kind}_repository']}@{published[f'gb10_sim_{kind}_next_digest']}"
