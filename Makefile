@@ -102,7 +102,7 @@ test-serving: collections sim-images
 # `make sim` (SIM_PREFIX gb10-sim unless set), reused and left serving. Outside make test's budget: each replica
 # start costs 35 to 100 s there, against 3 s for the stand-in (sim/vllm_cpu/README.md has the measured run).
 test-serving-real: collections
-	GB10_IT_SIM_REUSE=1 SIM_PREFIX=$${SIM_PREFIX:-gb10-sim} GB10_IT_PROFILE=sim-real pytest -q -s --durations=0 \
+	GB10_IT_SIM_REUSE=1 SIM_PREFIX=$${SIM_PREFIX:-gb10-sim} GB10_IT_PROFILE=sim-real pytest -v -s --durations=0 \
 	  tests/integration/serving --ignore=tests/integration/serving/test_22_driver_change.py
 
 # The driver-change rolling upgrade (issue 19): two rolling upgrades of both nodes with a reboot-equivalent, ~10
