@@ -3,15 +3,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Context ladder: climb context rungs with hard abort criteria, keep the last rung that held (seed 004).
 
-Pure functions over plain data. Per rung, the playbook restarts serving with that max length, sends a
-long-context recall request of about that many tokens and watches every node; this module turns what it saw
-into a verdict and the report. A rung trips when, on any node: MemAvailable fell below the abort threshold
-(default 4 GiB), earlyoom signalled a process, the kernel logged an OOM kill or a UVM error since the rung
-started, or the ssh round trip degraded (an OOM on unified memory took sshd down while ICMP still answered).
-A rung also trips when serving did not come up or the recall answer lacks the needle. A rung the serving plan
-refuses (its violations, such as a context above the model's length) is judged before anything on a node changes
-for it: nothing is restarted, nothing is watched. The first tripped rung stops the climb; the rung below it is the
-working configuration.
+Pure functions over plain data. Per rung, the playbook restarts serving with that max length, sends a long-context
+recall request of about that many tokens and watches every node; this module turns what it saw into a verdict and
+the report. A rung trips when, on any node: MemAvailable fell below the abort threshold (default 4 GiB), earlyoom
+signalled a process, the kernel logged an OOM kill or a UVM error since the rung started, or the ssh round trip
+degraded (an OOM on unified memory took sshd down while ICMP still answered). A rung also trips when serving did
+not come up or a recall answer fails the recall check: it lacks the needle ("needle", for a model that follows
+instructions), or the engine read fewer prompt tokens than the prompt has words ("prompt_tokens", for one that does
+not: a base model, or a randomly initialised checkpoint). A rung the serving plan refuses (its violations, such as
+a context above the model's length) is judged before anything on a node changes for it: nothing is restarted,
+nothing is watched. The first tripped rung stops the climb; the rung below it is the working configuration.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ DEFAULT_RUNGS = (32768, 131072, 262144)
 DEFAULT_MEM_ABORT_MIB = 4096
 DEFAULT_SSH_LIMIT_S = 10.0
 DEFAULT_SSH_FACTOR = 5.0
+DEFAULT_RESERVE_TOKENS = 1024
+# What a recall answer is held to; the serving plan's CONTEXT_RECALLS (the profile's context_recall) is this list.
+RECALL_CHECKS = ("needle", "prompt_tokens")
 
 _KERNEL_TRIPS = (
     ("kernel OOM", re.compile(r"invoked oom-killer|Out of memory: Killed process|oom-kill:|oom_reaper", re.I)),
@@ -51,13 +55,18 @@ def rungs(values=None, model_max=None):
     return values
 
 
-def recall_prompt(context_tokens, needle, reserve_tokens=1024):
+def recall_words(context_tokens, reserve_tokens=DEFAULT_RESERVE_TOKENS):
+    """How many words recall_prompt() puts before its question: each is at least one token in any tokenizer."""
+    return max(16, int(context_tokens) - int(reserve_tokens))
+
+
+def recall_prompt(context_tokens, needle, reserve_tokens=DEFAULT_RESERVE_TOKENS):
     """A prompt of about ``context_tokens - reserve_tokens`` tokens with ``needle`` buried two thirds in.
 
     One common word per token, approximately; ``reserve_tokens`` leaves room for the chat template and the
     answer. A prompt the server finds too long is refused by it, and the rung records that refusal.
     """
-    words = max(16, int(context_tokens) - int(reserve_tokens))
+    words = recall_words(context_tokens, reserve_tokens)
     at = (words * 2) // 3
     filler = [FILLER_WORDS[n % len(FILLER_WORDS)] for n in range(words)]
     filler[at] = f"The secret code is {needle}."
@@ -119,10 +128,43 @@ def plan_refusal(rung, violations):
     return {"rung": rung, "tripped": True, "refused_by": "plan", "reasons": reasons, "measurements": {}}
 
 
-def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors=None, plan_violations=None, **limits):
+def _recall_reasons(answers, needle, recall, prompt_tokens, words):
+    if recall == "needle":
+        return [
+            f"recall failed: answer {n + 1} of {len(answers)} does not hold {needle!r}"
+            for n, answer in enumerate(answers)
+            if needle not in str(answer or "")
+        ]
+    read = list(prompt_tokens or [])
+    read += [0] * (len(answers) - len(read))
+    return [
+        f"recall failed: replica {n + 1} of {len(answers)} read {int(tokens or 0)} prompt tokens, fewer than the "
+        f"prompt's {words} words (usage.prompt_tokens: the engine did not take the whole prompt in)"
+        for n, tokens in enumerate(read[: len(answers)])
+        if int(tokens or 0) < words
+    ]
+
+
+def evaluate_rung(
+    rung,
+    nodes,
+    serving_ok,
+    recall_answer,
+    needle,
+    serving_errors=None,
+    plan_violations=None,
+    recall="needle",
+    prompt_tokens=None,
+    reserve_tokens=DEFAULT_RESERVE_TOKENS,
+    **limits,
+):
     """{"rung", "tripped", "refused_by", "reasons", "measurements"} for one rung over every node's observations.
 
-    ``recall_answer``: the answer text, or a list of them (one per replica: every one must hold the needle).
+    ``recall_answer``: the answer text, or a list of them (one per replica).
+    ``recall``: "needle", every answer must hold the needle; "prompt_tokens", every replica's
+    ``prompt_tokens`` (its usage.prompt_tokens, in the order of the answers) must reach the prompt's word count,
+    recall_words(rung, reserve_tokens): it took the whole prompt in. The second proves the engine serves the rung,
+    not that the model recalls: for a model that does not follow the question.
     ``serving_errors``: {node: [the engine's error lines]} where serving did not come up (its journal's words,
     such as vLLM's refusal when the KV cache cannot hold one request of the rung).
     ``plan_violations``: the serving plan's violations for the rung; when there are any, the rung was never
@@ -141,9 +183,10 @@ def evaluate_rung(rung, nodes, serving_ok, recall_answer, needle, serving_errors
     elif not answers:
         reasons.append("the recall request got no answer")
     else:
-        for n, answer in enumerate(answers):
-            if needle not in str(answer or ""):
-                reasons.append(f"recall failed: answer {n + 1} of {len(answers)} does not hold {needle!r}")
+        if recall not in RECALL_CHECKS:
+            raise LadderError(f"recall must be one of {', '.join(RECALL_CHECKS)}, got {recall!r}")
+        words = recall_words(rung, reserve_tokens)
+        reasons.extend(_recall_reasons(answers, needle, recall, prompt_tokens, words))
     measurements = {}
     for node, obs in sorted(nodes.items()):
         reasons.extend(evaluate_node(node, obs, **limits))
@@ -182,11 +225,20 @@ def next_step(planned, results):
     return {"action": "done", "rung": None, "working": working}
 
 
-def report(profile, planned, results, limits):
+_RECALL_WORDS = {
+    "needle": "every answer must hold the code buried in the prompt",
+    "prompt_tokens": (
+        "every replica must take the whole prompt in (usage.prompt_tokens); the model's recall is not judged"
+    ),
+}
+
+
+def report(profile, planned, results, limits, recall="needle"):
     """The YAML-able report of the climb."""
     step = next_step(planned, results)
     return {
         "profile": profile,
+        "recall": recall,
         "planned_rungs": list(planned),
         "working_rung": step["working"],
         "stopped_at": results[-1]["rung"] if results and results[-1]["tripped"] else None,
@@ -204,6 +256,8 @@ def render_markdown(rep):
         f"Working rung: **{rep['working_rung'] if rep['working_rung'] is not None else 'none held'}**"
         + (f"; stopped at {rep['stopped_at']}" if rep["stopped_at"] else "")
         + (" (refused by the plan: nothing on a node changed for it)" if rep.get("stopped_by") == "plan" else ""),
+        "",
+        f"Recall check: {rep.get('recall', 'needle')}: {_RECALL_WORDS.get(rep.get('recall', 'needle'), '')}.",
         "",
         "| rung | node | MemAvailable min MiB | earlyoom kills | kernel OOM/UVM | ssh max s | verdict |",
         "| ---: | --- | ---: | ---: | ---: | ---: | --- |",

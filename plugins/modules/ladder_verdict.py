@@ -12,7 +12,7 @@ short_description: Judge one rung of the context ladder against its abort criter
 description:
   - Pure computation on the control machine over what the context_ladder playbook observed on every node while
     a rung ran - MemAvailable samples, earlyoom lines and kernel lines since the rung started, ssh round trips -
-    plus whether serving came up and whether the recall answer holds the needle.
+    plus whether serving came up and whether the recall answers pass the recall check (C(recall)).
   - A rung trips on MemAvailable below C(mem_abort_mib) on any node, any earlyoom kill, a kernel OOM or UVM line,
     or a degraded ssh round trip. A rung the serving plan refused (C(plan_violations)) trips on the plan's own
     words alone (it was never applied, so nothing was measured and there is nothing to restore).
@@ -58,15 +58,36 @@ options:
     elements: dict
     default: []
   recall_answers:
-    description: The recall answers, one per replica (an error text where a request failed); every one must
-      hold the needle. Empty when no answer came.
+    description: The recall answers, one per replica (an error text where a request failed). Empty when no
+      answer came.
     type: list
     elements: str
     default: []
   needle:
-    description: What the answer must hold.
+    description: What the answer must hold (C(recall=needle)).
     type: str
     required: true
+  recall:
+    description:
+      - What a recall answer is held to (the serving plan's C(context_recall)).
+      - C(needle) every answer must hold C(needle), for a model that follows the question.
+      - C(prompt_tokens) every replica's C(recall_prompt_tokens) must reach the prompt's word count (the rung
+        less C(reserve_tokens), at least one token each), so the engine took the whole prompt in. For a model
+        that does not follow the question (a base model, a randomly initialised checkpoint); it proves the
+        engine serves the rung, not that the model recalls.
+    type: str
+    choices: [needle, prompt_tokens]
+    default: needle
+  recall_prompt_tokens:
+    description: Each replica's C(usage.prompt_tokens), in the order of C(recall_answers) (0 where the answer
+      has none).
+    type: list
+    elements: int
+    default: []
+  reserve_tokens:
+    description: The tokens the recall prompt left free of the rung (gb10.serving.recall_prompt's).
+    type: int
+    default: 1024
   mem_abort_mib:
     description: MemAvailable (MiB) below which a rung trips.
     type: int
@@ -148,6 +169,9 @@ def main():
             "plan_violations": {"type": "list", "elements": "dict", "default": []},
             "recall_answers": {"type": "list", "elements": "str", "default": []},
             "needle": {"type": "str", "required": True, "no_log": False},
+            "recall": {"type": "str", "choices": list(_ladder.RECALL_CHECKS), "default": "needle"},
+            "recall_prompt_tokens": {"type": "list", "elements": "int", "default": []},
+            "reserve_tokens": {"type": "int", "default": _ladder.DEFAULT_RESERVE_TOKENS},
             "mem_abort_mib": {"type": "int", "default": _ladder.DEFAULT_MEM_ABORT_MIB},
             "ssh_limit_s": {"type": "float", "default": _ladder.DEFAULT_SSH_LIMIT_S},
             "ssh_factor": {"type": "float", "default": _ladder.DEFAULT_SSH_FACTOR},
@@ -168,10 +192,13 @@ def main():
         p["needle"],
         p["serving_errors"],
         plan_violations=p["plan_violations"],
+        recall=p["recall"],
+        prompt_tokens=p["recall_prompt_tokens"],
+        reserve_tokens=p["reserve_tokens"],
         **limits,
     )
     results = [*p["previous"], result]
-    rep = _ladder.report(p["profile"], planned, results, limits)
+    rep = _ladder.report(p["profile"], planned, results, limits, recall=p["recall"])
     module.exit_json(
         changed=False,
         result=result,

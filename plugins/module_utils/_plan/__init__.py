@@ -65,6 +65,8 @@ __all__ = [
 
 # The context ladder's rungs where a profile names none (seed 004: 32K serves, 128K and 256K are what users try).
 LADDER_RUNGS = (32768, 131072, 262144)
+# What the ladder holds a rung's recall answers to where a profile names nothing (context_recall).
+LADDER_RECALL = "needle"
 
 
 def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None):
@@ -123,4 +125,5 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     # (playbooks/context_ladder.yml): read here so that no role or playbook reads the profile itself
     result["critical_pins"] = dict(ctx.image.get("critical_pins") or {})
     result["context_rungs"] = [int(rung) for rung in ctx.profile.get("context_rungs") or LADDER_RUNGS]
+    result["context_recall"] = ctx.profile.get("context_recall") or LADDER_RECALL
     return result

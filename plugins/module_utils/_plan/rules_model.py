@@ -23,6 +23,9 @@ DIGEST_REF_RE = re.compile(
 _REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
+# The context ladder's recall checks (plugins/module_utils/_ladder.RECALL_CHECKS: a unit test keeps them equal).
+CONTEXT_RECALLS = ("needle", "prompt_tokens")
+
 _SPEC = "seed 004: speculative decoding trading KV budget"
 _MAX_JOBS = "seed 004: FlashInfer JIT as a memory bomb (MAX_JOBS)"
 
@@ -281,3 +284,18 @@ def speculative_method_model(ctx):
     else:
         return
     yield violation(ALL_NODES, "speculative_method_model", config["method"], message)
+
+
+@rule("context_recall_unknown", pitfall="input validation")
+def context_recall_unknown(ctx):
+    recall = ctx.profile.get("context_recall")
+    if recall is None or recall in CONTEXT_RECALLS:
+        return
+    yield violation(
+        ALL_NODES,
+        "context_recall_unknown",
+        recall,
+        f"context_recall is {recall!r}: the context ladder knows {', '.join(CONTEXT_RECALLS)} (needle: every "
+        "recall answer must hold the code buried in the prompt, for a model that follows the question; "
+        "prompt_tokens: every replica must take the whole prompt in, for one that does not). Leave it out for needle",
+    )

@@ -197,3 +197,39 @@ def test_a_plan_refused_rung_stops_the_climb_with_nothing_to_restore():
     engine_rep = _ladder.report("sim-replicas", planned, [rung(8192), engine], {})
     assert engine_rep["stopped_by"] == "engine"
     assert "refused by the plan" not in _ladder.render_markdown(engine_rep)
+
+
+def test_pitfall_ladder_recall_of_a_model_that_does_not_answer_holds_on_the_prompt_it_took_in():
+    # A randomly initialised checkpoint (the simulation's) or a base model never repeats the code, so the rung is
+    # held to the engine's own count of the prompt: every replica must have read at least the prompt's words.
+    words = _ladder.recall_words(8192)
+    assert words == 8192 - 1024 and len(_ladder.recall_prompt(8192, "7291-8192").split()) >= words
+    nodes = {"spark-1": calm(), "spark-2": calm()}
+    held = _ladder.evaluate_rung(
+        8192, nodes, True, ["zq zq", "xx"], "7291-8192", recall="prompt_tokens", prompt_tokens=[7301, 7301]
+    )
+    assert held["tripped"] is False, held["reasons"]
+    # One replica refused the prompt (a 400 has no usage: 0) and one read fewer tokens than there are words.
+    out = _ladder.evaluate_rung(
+        8192, nodes, True, ["error: too long", "xx"], "7291-8192", recall="prompt_tokens", prompt_tokens=[0, 5000]
+    )
+    assert out["reasons"] == [
+        f"recall failed: replica 1 of 2 read 0 prompt tokens, fewer than the prompt's {words} words "
+        "(usage.prompt_tokens: the engine did not take the whole prompt in)",
+        f"recall failed: replica 2 of 2 read 5000 prompt tokens, fewer than the prompt's {words} words "
+        "(usage.prompt_tokens: the engine did not take the whole prompt in)",
+    ]
+    # Counts missing for an answer read as 0.
+    assert len(_ladder.evaluate_rung(8192, nodes, True, ["a", "b"], "n", recall="prompt_tokens")["reasons"]) == 2
+    with pytest.raises(_ladder.LadderError, match="recall must be one of needle, prompt_tokens"):
+        _ladder.evaluate_rung(8192, nodes, True, ["a"], "n", recall="echo")
+
+
+def test_the_report_says_which_recall_check_held_the_rungs():
+    results = [rung(32768)]
+    assert "Recall check: needle: every answer must hold the code" in _ladder.render_markdown(
+        _ladder.report("sim-replicas", [32768], results, {})
+    )
+    rep = _ladder.report("sim-real", [32768], results, {}, recall="prompt_tokens")
+    assert rep["recall"] == "prompt_tokens"
+    assert "the model's recall is not judged" in _ladder.render_markdown(rep)

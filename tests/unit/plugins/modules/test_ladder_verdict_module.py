@@ -71,3 +71,17 @@ def test_the_engine_refused_rung():
     assert out["next"] == {"action": "restore", "rung": 8192, "working": 8192}
     assert out["report"]["stopped_by"] == "engine"
     assert "refused by the plan" not in out["markdown"]
+
+
+def test_a_rung_held_on_the_prompt_tokens_each_replica_read():
+    served = {"serving_ok": True, "rung": 8192, "planned": [4096, 8192], "previous": [], "needle": "7291-8192"}
+    out = verdict(**served, recall="prompt_tokens", recall_answers=["zq", "zq"], recall_prompt_tokens=[7200, 7200])
+    assert not out["failed"] and out["result"]["tripped"] is False, out["result"]["reasons"]
+    assert out["report"]["recall"] == "prompt_tokens"
+    short = verdict(**served, recall="prompt_tokens", recall_answers=["zq", "zq"], recall_prompt_tokens=[7200, 12])
+    assert short["result"]["reasons"] == [
+        "recall failed: replica 2 of 2 read 12 prompt tokens, fewer than the prompt's 7168 words "
+        "(usage.prompt_tokens: the engine did not take the whole prompt in)"
+    ]
+    # The same answers held to the needle trip: neither holds the code.
+    assert len(verdict(**served, recall_answers=["zq", "zq"])["result"]["reasons"]) == 2

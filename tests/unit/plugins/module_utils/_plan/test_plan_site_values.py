@@ -52,3 +52,29 @@ def test_the_sim_ladder_rungs_above_the_models_length_are_refused_by_the_plan():
             "is 8192, and vLLM refuses a longer --max-model-len at start"
         )
         assert "Set context_length to at most 8192" in message
+
+
+def test_plan_carries_the_ladders_recall_check_needle_unless_the_profile_names_one():
+    assert shipped_plan("sim", "sim-replicas")["context_recall"] == "needle"
+    # The real engine serves a randomly initialised checkpoint: it does not answer the question.
+    assert shipped_plan("sim", "sim-real")["context_recall"] == "prompt_tokens"
+
+
+def test_the_recall_checks_the_plan_accepts_are_the_ladders():
+    from ansible_collections.gb10.serving.plugins.module_utils import _ladder
+    from ansible_collections.gb10.serving.plugins.module_utils._plan import rules_model
+
+    assert rules_model.CONTEXT_RECALLS == _ladder.RECALL_CHECKS
+
+
+def test_context_recall_unknown():
+    # An unknown recall check is refused before the ladder starts.
+    site = shipped("sim")
+    profiles = copy.deepcopy(site["profiles"])
+    profiles["sim-replicas"]["context_recall"] = "echo"
+    result = plan_mod.plan(
+        "sim-replicas", profiles, site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+    )
+    (found,) = result["violations"]
+    assert (found["node"], found["rule"], found["value"]) == ("all", "context_recall_unknown", "echo")
+    assert found["message"].startswith("context_recall is 'echo': the context ladder knows needle, prompt_tokens")
