@@ -42,12 +42,17 @@ publish() {  # publish IMAGE [REPOSITORY]: pushes IMAGE as REPOSITORY:<its tag> 
       || die "docker load of $image into $node failed"
     docker exec "$node" docker tag "$image" "$reference"
   fi
+  push_and_read_digest "$reference" "$repository" "$image"
+}
+
+push_and_read_digest() {  # REFERENCE REPOSITORY WHAT: pushes REFERENCE from node 1; prints its repository digest
+  local reference=$1 repository=$2 what=$3 digest
   docker exec "$node" docker push -q "$reference" >/dev/null 2>"$SIM_BUILD/publish.log" \
     || die "push of $reference from $node failed: see $SIM_BUILD/publish.log"
   digest=$(docker exec "$node" docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' "$reference" \
     | sed -n "s#^$repository@##p" | head -n1)
   [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no repository digest for $reference after the push (got '$digest')"
-  say "published $image: $repository@$digest" >&2
+  say "published $what: $repository@$digest" >&2
   printf '%s' "$digest"
 }
 
@@ -58,19 +63,13 @@ next_digest=$(publish "$NEXT_IMAGE") || exit 1
 content=$(printf -- '---\n# Written by sim/publish_image.sh: %s and %s as pushed to %s.\ngb10_sim_standin_digest: "%s"\ngb10_sim_standin_next_digest: "%s"\n' \
   "$STANDIN_IMAGE" "$NEXT_IMAGE" "$REPOSITORY" "$digest" "$next_digest")
 publish_next_in_node() {  # REPOSITORY TAG: builds TAG-next on TAG in node 1's engine, pushes it; prints its digest
-  local repository=$1 tag=$2 digest
+  local repository=$1 tag=$2
   # The node's build cache keeps the same parent and instruction at the same image ID, so a second run pushes the
   # same digest.
   printf 'FROM %s:%s\nLABEL gb10.sim.release="next"\n' "$repository" "$tag" \
     | docker exec -i "$node" docker build -q -t "$repository:$tag-next" - >"$SIM_BUILD/publish-next.log" 2>&1 \
     || { tail -n 20 "$SIM_BUILD/publish-next.log" >&2; die "docker build of $repository:$tag-next in $node failed"; }
-  docker exec "$node" docker push -q "$repository:$tag-next" >/dev/null 2>"$SIM_BUILD/publish.log" \
-    || die "push of $repository:$tag-next from $node failed: see $SIM_BUILD/publish.log"
-  digest=$(docker exec "$node" docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' \
-    "$repository:$tag-next" | sed -n "s#^$repository@##p" | head -n1)
-  [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "no repository digest for $repository:$tag-next (got '$digest')"
-  say "published $repository:$tag-next (its next release): $repository@$digest" >&2
-  printf '%s' "$digest"
+  push_and_read_digest "$repository:$tag-next" "$repository" "$repository:$tag-next (its next release)"
 }
 
 recorded() { sed -n "s/^$1: \"\(sha256:[0-9a-f]\{64\}\)\"$/\1/p" "$OUT" 2>/dev/null || true; }
