@@ -141,6 +141,18 @@ def parser_names(catalog, kind):
     return list(names) if isinstance(names, list) else None
 
 
+def parser_tokens(catalog, kind, name):
+    """The tokens parser ``name`` of ``kind`` needs in the model's tokenizer to start ([] for none), or None where the
+    catalog cannot say (no ``parser_tokens``, a parser it did not probe, a name it does not register)."""
+    tokens = catalog.get("parser_tokens")
+    names = parser_names(catalog, kind)
+    if not isinstance(tokens, dict) or names is None or name not in names:
+        return None
+    if name in ((tokens.get("unprobed") or {}).get(kind) or ()):
+        return None
+    return list((tokens.get(kind) or {}).get(name) or ())
+
+
 def lookup(catalog, option):
     """Classify ``option`` (with its leading dashes) against ``catalog``.
 

@@ -13,7 +13,9 @@ README.md next to this file). It builds the parser exactly as ``vllm serve`` doe
                  "json": false, "json_or_string": false, "choices": null, "deprecated": false,
                  "type": "human_int", "optional": true}, ...},
      "normalisations": {"underscores": true, "dotted_json_keys": true},
-     "registries": {"tool_call_parsers": [...], "reasoning_parsers": [...]}}
+     "registries": {"tool_call_parsers": [...], "reasoning_parsers": [...]},
+     "parser_tokens": {"tool_call_parsers": {"llama3_json": ["<|python_tag|>"], ...}, "reasoning_parsers": {...},
+                       "unprobed": {"tool_call_parsers": [...], "reasoning_parsers": [...]}}}
 
 ``takes_value`` is false for switches (store_true, BooleanOptionalAction's --x / --no-x). ``json`` marks options
 whose value vLLM parses with json.loads (dicts and config dataclasses); ``json_or_string`` those that take
@@ -29,6 +31,15 @@ also takes "" and "None"); and ``registries``: the names vLLM's ToolParserManage
 at start, which ``vllm serve`` checks --tool-call-parser (with --enable-auto-tool-choice) and --reasoning-parser
 against (vllm/entrypoints/launchers/launcher.py, validate_api_server_args). A --tool-parser-plugin or
 --reasoning-parser-plugin registers more names at start, which no catalog can list.
+
+``parser_tokens`` (format 2, optional: a catalog without it checks no tokenizer) holds, for each registered parser
+that needs them, the tokens its constructor refuses to start without. `vllm serve` builds the parsers against the
+model's tokenizer once the engine is up, after the model load (ParserManager.validate_parser_tokenizer: "cannot be
+used with the tokenizer of ..."), so the plan hands these to the node, which checks the snapshot's tokenizer before a
+replica starts (roles/model_weights). They are measured, not read from the source: each parser is built against a
+vocabulary that records what it looks up, the tokens it looked up are added until it builds, then each one alone is
+taken out; the tokens whose absence makes it raise are the ones listed. Parsers that need more of the tokenizer than
+its vocabulary (``encode``) to build are ``unprobed``: their tokens are not checked.
 """
 
 from __future__ import annotations
@@ -112,6 +123,107 @@ def registries():
     }
 
 
+class _Looked(dict):
+    """A vocabulary that holds ``present`` (at made-up ids) and records each token a parser looks up."""
+
+    def __init__(self, present):
+        super().__init__({token: 1000 + index for index, token in enumerate(present)})
+        self.asked = []
+
+    def _note(self, key):
+        if isinstance(key, str) and key not in self.asked:
+            self.asked.append(key)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)
+
+
+class _VocabularyOnly:
+    """A tokenizer that has a vocabulary and nothing else: what a parser asks beyond it raises AttributeError."""
+
+    def __init__(self, vocab):
+        self._vocab = vocab
+
+    def get_vocab(self):
+        return self._vocab
+
+    @property
+    def vocab(self):
+        return self._vocab
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            return self._vocab.get(tokens)
+        return [self._vocab.get(token) for token in tokens]
+
+    def __getattr__(self, name):
+        raise AttributeError(f"tokenizer.{name}")
+
+
+def _builds(cls, present):
+    """(None or the error, the tokens looked up) of building ``cls`` against a vocabulary of ``present``."""
+    vocab = _Looked(present)
+    try:
+        cls(_VocabularyOnly(vocab))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}", vocab.asked
+    return None, vocab.asked
+
+
+def needed_tokens(cls, rounds=6):
+    """The tokens ``cls`` refuses to build without, or None when it does not build on a vocabulary alone."""
+    present, error = [], None
+    for _round in range(rounds):
+        error, asked = _builds(cls, present)
+        new = [token for token in asked if token not in present]
+        if error is None or not new:
+            break
+        present += new
+    if error is not None:
+        return None
+    return [token for token in present if _builds(cls, [other for other in present if other != token])[0]]
+
+
+def parser_tokens():
+    """``parser_tokens`` of the catalog: what each registered tool-call and reasoning parser needs in a tokenizer."""
+    import logging
+
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    logging.disable(logging.CRITICAL)  # the parsers log what they miss; the result says it
+    try:
+        result = {"unprobed": {}}
+        for kind, manager, load in (
+            ("tool_call_parsers", ToolParserManager, ToolParserManager.get_tool_parser),
+            ("reasoning_parsers", ReasoningParserManager, ReasoningParserManager.get_reasoning_parser),
+        ):
+            needs, unprobed = {}, []
+            for name in sorted(manager.list_registered()):
+                try:
+                    tokens = needed_tokens(load(name))
+                except Exception:
+                    tokens = None
+                if tokens is None:
+                    unprobed.append(name)
+                elif tokens:
+                    needs[name] = tokens
+            result[kind] = needs
+            result["unprobed"][kind] = unprobed
+        return result
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def _nargs(action):
     if action.nargs is None:
         return None
@@ -163,6 +275,7 @@ def describe(parser, version):
         "options": dict(sorted(options.items())),
         "normalisations": normalisations,
         "registries": registries(),
+        "parser_tokens": parser_tokens(),
     }
 
 

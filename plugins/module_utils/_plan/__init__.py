@@ -44,6 +44,7 @@ from .context import (
 )
 from .render import format_plan
 from .rules_model import DIGEST_REF_RE
+from .tokenizer import tokenizer_needs
 from .units import site_units
 from .violation import ALL_NODES, format_violations, violation
 
@@ -126,4 +127,6 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     result["critical_pins"] = dict(ctx.image.get("critical_pins") or {})
     result["context_rungs"] = [int(rung) for rung in ctx.profile.get("context_rungs") or LADDER_RUNGS]
     result["context_recall"] = ctx.profile.get("context_recall") or LADDER_RECALL
+    # what roles/model_weights checks the fetched tokenizer for, before a replica loads the model (tokenizer.py)
+    result["tokenizer_needs"] = tokenizer_needs(ctx.options, ctx.catalog)
     return result
