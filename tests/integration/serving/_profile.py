@@ -20,6 +20,10 @@ PROFILE = os.environ.get("GB10_IT_PROFILE", "sim-replicas")
 REAL_ENGINE = PROFILE in yaml.safe_load((GROUP_VARS / "serving.yml").read_text())["gb10_sim_real_engine_profiles"]
 ENGINE_DIR = "vllm_cpu" if REAL_ENGINE else "standin"
 TOOLCALL_CASES = REPO / "sim" / ENGINE_DIR / "toolcall_cases.yml"
+# Seconds a restarted replica's engine takes to answer /health and generate again, with margin: the stand-in starts
+# in seconds; the real vLLM 0.32 CPU engine took about 135 s under the suite's load on 2 cores and about 90 s with
+# both nodes at once (sim/vllm_cpu/README.md). Tests that wait for a restart, or size a start grace, take this.
+ENGINE_RESTART_S = 300 if REAL_ENGINE else 60
 
 
 def next_image(images_file):

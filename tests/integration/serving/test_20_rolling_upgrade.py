@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import pytest
 import yaml
 from _api import API_KEY
-from _profile import PROFILE
+from _profile import PROFILE, REAL_ENGINE, TOOLCALL_CASES
 from _profile import next_image as _next_image
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
@@ -38,6 +38,14 @@ PLAYBOOK = "playbooks/rolling_upgrade.yml"
 NODES = ("spark-1", "spark-2")
 # The local hub serves two revisions of the sim model (sim/hub): the second is the upgrade target.
 NEXT_REVISION = "9b1e4f7a2c6d8e0f3a5b7c9d1e2f4a6b8c0d2e4f"
+# A --tool-call-parser that starts with the sim model's tokenizer and does not read its hermes calls. vLLM 0.32's dots
+# sets supports_required_and_named False, so vLLM sends even a named call through dots' own format instead of the JSON
+# schema (vllm/parser/abstract_parser.py): the real engine's random model, unguided, writes no call at all; the
+# stand-in writes its hermes call, which comes back as text. (llama3_json, which vLLM refuses at start for this
+# tokenizer, is refused before the drain: test_upgrade_to_a_parser_whose_tokens_the_tokenizer_lacks_is_refused.)
+WRONG_PARSER = "dots"
+FAILED = "runner_on_failed"
+WRONG_PARSER_SMOKE = "no tool call in the answer" if REAL_ENGINE else "came back as text in content"
 
 
 def profiles(sim):
@@ -267,6 +275,29 @@ def test_serving_role_refuses_a_gated_image_of_another_base(served_sim):
     assert sim.all_ready()
 
 
+def test_upgrade_to_a_parser_whose_tokens_the_tokenizer_lacks_is_refused(served_sim):
+    """vLLM 0.32 loads the model and then refuses --tool-call-parser llama3_json for the sim tokenizer (no
+    <|python_tag|>): the upgrade refuses it on every node when the target's weights are checked, before a drain."""
+    sim = served_sim
+    upgrade = upgraded(sim)
+
+    def llama3_json(profile):
+        upgrade(profile)
+        profile["vllm_options"].update({"tool-call-parser": "llama3_json"})
+
+    before = {node: container_id(sim, node) for node in NODES}
+    with restored_on_failure(sim):
+        runner = sim.playbook(PLAYBOOK, extravars=target(sim, llama3_json), check=False)
+        text = output(runner)
+        assert runner.rc != 0, "the upgrade to a parser the tokenizer cannot start went through"
+        failed = {e["event_data"]["host"]: e["event_data"]["task"] for e in runner.events if e.get("event") == FAILED}
+        assert failed == dict.fromkeys(NODES, "Refuse parsers whose tokens the model's tokenizer lacks"), failed
+        assert "--tool-call-parser llama3_json needs '<|python_tag|>'" in text and "Nothing was started" in text
+        assert {node: container_id(sim, node) for node in NODES} == before, "a replica was restarted"
+        assert sim.backend_states() == dict.fromkeys(NODES, (2, 0)), "a node was drained"
+        assert sim.all_ready()
+
+
 def test_node_failing_its_smoke_test_stays_drained(served_sim):
     # From the previous test's site: both nodes on the next revision.
     sim = served_sim
@@ -275,7 +306,7 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
 
     def wrong_parser(profile):
         upgrade(profile)
-        profile["vllm_options"].update({"tool-call-parser": "llama3_json"})
+        profile["vllm_options"].update({"tool-call-parser": WRONG_PARSER})
 
     extravars = target(sim, wrong_parser)
     with restored_on_failure(sim):
@@ -285,7 +316,7 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
             serving_second = sim.served("spark-2") and sim.chat("still there?")["choices"]
         text = output(runner)
         assert runner.rc != 0, "the upgrade to a wrong tool-call parser went through"
-        assert "tool-call smoke test" in text and "came back as text in content" in text
+        assert "tool-call smoke test" in text and WRONG_PARSER_SMOKE in text
         assert "spark-1 stays DRAINED" in text and "resume with the same command" in text
         assert states["spark-1"][1] != 0, f"spark-1 is not drained: {states}"
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
@@ -294,16 +325,18 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
 
 
 def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_sim):
-    """The previous test left spark-1 drained and serving with --tool-call-parser llama3_json, which does not read
-    the model's format: its calls come back as text in content, the gate scores it 0 and refuses it against the
-    running spark-2 (hermes)."""
+    """The previous test left spark-1 drained and serving with the WRONG_PARSER, which does not read the model's
+    format: every case that expects a call fails, the gate refuses it against the running spark-2 (hermes), which
+    passes every case."""
     sim = served_sim
+    calling = {case["id"] for case in yaml.safe_load(TOOLCALL_CASES.read_text()) if case["expect_calls"]}
     with restored_on_failure(sim):
-        assert "llama3_json" in running_argv(sim, "spark-1") and "hermes" in running_argv(sim, "spark-2")
+        assert WRONG_PARSER in running_argv(sim, "spark-1") and "hermes" in running_argv(sim, "spark-2")
         runner, refusal = sim.toolcall_gate("spark-1", "spark-2", check=False)
-        print(f"\nspark-1 with tool-call-parser llama3_json: {refusal['msg']}")
+        print(f"\nspark-1 with tool-call-parser {WRONG_PARSER}: {refusal['msg']}")
         assert runner.rc != 0
-        assert refusal["candidate"]["score"] == 0.0 and refusal["running"]["score"] == 1.0, refusal
+        failing = {result["id"] for result in refusal["candidate"]["failing"]}
+        assert calling and calling <= failing and refusal["running"]["score"] == 1.0, refusal
 
 
 def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):

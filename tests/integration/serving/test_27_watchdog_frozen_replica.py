@@ -2,16 +2,19 @@
 # Apache-2.0
 """The watchdog restarts a frozen replica (issue 19 item 4, roles/serving/files/gb10-serving-watchdog).
 
-spark-2's watchdog is first applied with short figures (FAST: every 5 s, a 60 s start grace, which the serving
-role's preflight allows only with serving_health_timeout <= 60), by a serving apply of spark-2 alone (the watchdog's
+spark-2's watchdog is first applied with short figures (FAST: every 5 s, a start grace of the engine's restart
+time, _profile.ENGINE_RESTART_S: 60 s for the stand-in, 300 s for the real vLLM CPU engine; the serving role's
+preflight allows it only with serving_health_timeout no longer), by a serving apply of spark-2 alone (the watchdog's
 units change, the engine's do not), and put back to the inventory's after. The frozen replica must have run longer
-than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP. The stand-in is
-ONE process (the API server, the engine and its token clock are threads of `vllm serve`, PID 1 of the gb10-vllm
-container; sim/standin/src/vllm/_standin/cli.py), unlike vLLM's API server and separate EngineCore: stopping it
-freezes /health too, so this test shows the restart of a replica that stopped answering, not the /health-200-while-
-frozen case itself (tests/unit/roles/serving/test_watchdog.py's test_pitfall_health_200_while_the_engine_is_frozen
-covers that against a real HTTP server). The process is stopped from the node (its PID in the node's namespace,
-`docker inspect`): inside the container it is PID 1, which ignores a SIGSTOP sent from its own namespace.
+than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP of PID 1 of the
+gb10-vllm container. For the stand-in that is the whole engine (the API server, the engine and its token clock are
+threads of `vllm serve`; sim/standin/src/vllm/_standin/cli.py); for the real engine it is vLLM's API server (the
+GPU layer runs vLLM's CLI in its process, sim/vllm_cpu/gpu_layer.py), and the EngineCore it spawned runs on.
+Either way /health stops answering too, so this test shows the restart of a replica that stopped answering, not the
+/health-200-while-frozen case itself (tests/unit/roles/serving/test_watchdog.py's
+test_pitfall_health_200_while_the_engine_is_frozen covers that against a real HTTP server). The process is stopped
+from the node (its PID in the node's namespace, `docker inspect`): inside the container it is PID 1, which ignores a
+SIGSTOP sent from its own namespace.
 
 Then: the watchdog decides to restart gb10-vllm.service on spark-2 within interval x failures + probe timeout + 60 s
 (its journal says `restart`), the unit comes back with a new InvocationID and container (the watchdog kills the
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import yaml
 from _api import API_KEY, api_headers
+from _profile import ENGINE_RESTART_S
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
 
@@ -42,8 +46,13 @@ UNIT = "gb10-vllm.service"
 WATCHDOG = "gb10-watchdog-replica.service"
 CONCURRENCY = 4
 APPLY = "tests/integration/serving/serving_apply.yml"
-# What a real site's 30 s / 1200 s defaults (an engine loads for minutes) would make a test of many minutes.
-FAST = {"serving_watchdog_interval": 5, "serving_watchdog_start_grace": 60, "serving_health_timeout": 60}
+# What a real site's 30 s / 1200 s defaults (an engine loads for minutes) would make a test of many minutes. The grace
+# is no shorter than the engine's restart, or the watchdog would restart the restarted replica in its load.
+FAST = {
+    "serving_watchdog_interval": 5,
+    "serving_watchdog_start_grace": ENGINE_RESTART_S,
+    "serving_health_timeout": ENGINE_RESTART_S,
+}
 
 
 def settings():
@@ -190,8 +199,10 @@ def _frozen_replica_is_restarted(sim):
             back_within - decided,
             every=2.0,
         )
-        wait_for(f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), 120, every=2.0)
-        sim.wait_all_ready(timeout=120)
+        started = wait_for(
+            f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), ENGINE_RESTART_S, every=2.0
+        )
+        sim.wait_all_ready(timeout=ENGINE_RESTART_S)
         back_at = time.monotonic()
         # The proxy holds FROZEN up now: let the watch take the sample that sees it (it samples about once a second,
         # slower under load) before it is stopped.
@@ -206,7 +217,8 @@ def _frozen_replica_is_restarted(sim):
     failed = _loadgen.failures(records)
     print(
         f"\n{FROZEN} frozen: the watchdog decided after {decided:.0f} s (limit {decide_within:.0f} s), the unit was "
-        f"back {back:.0f} s later; {len(records)} requests, {len(failed)} failed; the proxy held {FROZEN} down "
+        f"back {back:.0f} s later and generated {started:.0f} s after that; {len(records)} requests, "
+        f"{len(failed)} failed; the proxy held {FROZEN} down "
         f"{(watch.down_at - frozen_at) if watch.down_at else float('nan'):.0f} s after the freeze\n{journal[-3000:]}"
     )
     assert API_KEY not in journal, "the watchdog's journal carries the API key"
