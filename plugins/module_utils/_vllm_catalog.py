@@ -134,6 +134,15 @@ def value_error(spec, word):
     return ""
 
 
+# The `vllm serve` options whose value names a parser: the catalog registry it is looked up in, the switch without
+# which vLLM never builds it (a tool-call parser only with --enable-auto-tool-choice), and the plugin option that can
+# register more names at start (then the names are the plugin's and not checked).
+PARSER_OPTIONS = (
+    ("tool-call-parser", "tool_call_parsers", "enable-auto-tool-choice", "tool-parser-plugin"),
+    ("reasoning-parser", "reasoning_parsers", None, "reasoning-parser-plugin"),
+)
+
+
 def parser_names(catalog, kind):
     """The tool-call (``kind`` "tool_call_parsers") or reasoning ("reasoning_parsers") parser names of the release;
     None when the catalog does not record them (format 1)."""

@@ -70,19 +70,12 @@ vllm_flag_json_shape = _reported("vllm_flag_json_shape")
 vllm_flag_choice = _reported("vllm_flag_choice")
 vllm_flag_type = _reported("vllm_flag_type")
 
-# The options whose value names a parser, the catalog registry it is looked up in, and the plugin option that can
-# register more names at start (then the names are the plugin's and not checked).
-_PARSERS = (
-    ("tool-call-parser", "tool_call_parsers", "tool-parser-plugin"),
-    ("reasoning-parser", "reasoning_parsers", "reasoning-parser-plugin"),
-)
-
 
 @rule("vllm_parser_name", pitfall=_FLAGS)
 def vllm_parser_name(ctx):
     if not ctx.catalog:
         return
-    for option, kind, plugin in _PARSERS:
+    for option, kind, _enabled_by, plugin in _vllm_catalog.PARSER_OPTIONS:
         value = ctx.options.get(option)
         names = _vllm_catalog.parser_names(ctx.catalog, kind)
         if not isinstance(value, str) or value in ("", "None") or names is None or ctx.options.get(plugin):

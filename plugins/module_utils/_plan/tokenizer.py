@@ -13,12 +13,6 @@ from __future__ import annotations
 
 from .. import _vllm_catalog
 
-# The options whose value names a parser, its catalog registry, the option that must also be set for vLLM to build
-# it (a tool-call parser only with --enable-auto-tool-choice), and the plugin option that can register the name.
-_PARSERS = (
-    ("tool-call-parser", "tool_call_parsers", "enable-auto-tool-choice", "tool-parser-plugin"),
-    ("reasoning-parser", "reasoning_parsers", None, "reasoning-parser-plugin"),
-)
 # A tokenizer other than the snapshot's tokenizer.json (a --tokenizer of its own, the Mistral or a custom mode).
 _OWN_TOKENIZER_MODES = (None, "", "auto", "hf")
 
@@ -32,7 +26,7 @@ def tokenizer_needs(options, catalog):
     if not catalog or options.get("tokenizer") or options.get("tokenizer-mode") not in _OWN_TOKENIZER_MODES:
         return []
     needs = []
-    for option, kind, enabled_by, plugin in _PARSERS:
+    for option, kind, enabled_by, plugin in _vllm_catalog.PARSER_OPTIONS:
         name = options.get(option)
         if not isinstance(name, str) or not name or options.get(plugin):
             continue
