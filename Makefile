@@ -13,7 +13,7 @@ export GB10_SIM_TLS_DIR := $(CURDIR)/sim/build/tls
 SIM_PROFILE ?= sim-real
 # The profiles that serve the real vLLM 0.32 CPU engine (sim/vllm_cpu): make sim builds and publishes its 3.1 GB
 # image only for them, and asks the site with the official openai client after converging.
-SIM_REAL_PROFILES := sim-real
+SIM_REAL_PROFILES := sim-real sim-tp
 sim_real := $(filter $(SIM_PROFILE),$(SIM_REAL_PROFILES))
 SIM_NODES ?= 2
 export SIM_NODES

@@ -39,6 +39,8 @@ from .context import (
     TOPOLOGIES,
     Context,
     derive,
+    fabric_fence,
+    mp_launch,
     ray_fence,
     snapshot_dir,
 )
@@ -94,6 +96,8 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         "nodes": {},
         "group": None,
         "ray": None,
+        "mp": None,
+        "fence": None,
         "violations": registry.run(ctx, stage="profile"),
         # site-wide, whatever the profile: a node retires every managed unit that its role does not write
         "units": site_units(),
@@ -120,7 +124,11 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     result["bind_all_interfaces"] = ctx.bind_all_interfaces
     # the hosts that run a vLLM the proxy fronts, sorted: every role and playbook reads this list
     result["serving_hosts"] = sorted(host for host, entry in ctx.entries.items() if entry["serves"])
+    result["launcher"] = ctx.launcher if ctx.tensor_parallel else None
     result["ray"] = ray_fence(ctx)
+    result["mp"] = mp_launch(ctx)
+    # what roles/fabric_firewall lets in only from the group's ranks, for either launcher
+    result["fence"] = fabric_fence(ctx)
     result["api"] = dict(ctx.api) if ctx.api is not None else None
     # what the image gate holds the built image to (roles/serving_image), and the context ladder's rungs
     # (playbooks/context_ladder.yml): read here so that no role or playbook reads the profile itself

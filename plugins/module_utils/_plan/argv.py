@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from .. import _vllm_catalog
+from . import mp as _mp
 from . import ray as _ray
 from .inputs import secret_flag
 from .violation import ALL_NODES, violation
@@ -28,6 +29,11 @@ PLAN_OWNED = {
     "speculative-config": "set speculative.method / speculative.num_tokens / speculative.drafter_gib",
     "host": "the server listens on the node's address; set port: for the port",
     "port": "set port:",
+    "nnodes": "the plan derives it from the tensor-parallel group (launcher: mp)",
+    "node-rank": "the plan gives each rank its own (the head 0, gb10_ray_workers in order from 1)",
+    "master-addr": "the plan sets the head's fabric address (gb10_fabric_address of gb10_ray_head)",
+    "master-port": "set mp.master_port",
+    "headless": "the plan runs every rank but the head headless (launcher: mp)",
 }
 
 
@@ -198,7 +204,8 @@ def listen_host(ctx, host):
 
 
 def serve_argv(ctx, host):
-    """The ``vllm serve`` argv of a node that serves (every replica; the head in tensor-parallel)."""
+    """The ``vllm serve`` argv of a node that runs vLLM: every replica; in tensor-parallel the head, and with the mp
+    launcher every other rank too (the same argv, its own ``--node-rank`` and ``--headless``)."""
     figures = ctx.per_node[host]
     argv = ["vllm", "serve", ctx.entries[host]["container_snapshot_path"]]
     if ctx.served_name:
@@ -214,10 +221,10 @@ def serve_argv(ctx, host):
     max_seqs = figures["max_seqs"]
     if isinstance(max_seqs, int) and not isinstance(max_seqs, bool):
         argv += ["--max-num-seqs", str(max_seqs)]
-    if ctx.tensor_parallel:
-        argv += ["--tensor-parallel-size", str(ctx.tp_size)]
-        if "distributed-executor-backend" not in ctx.options:
-            argv += ["--distributed-executor-backend", "ray"]
+    if ctx.tensor_parallel and ctx.launcher == "ray":
+        argv += ["--tensor-parallel-size", str(ctx.tp_size), "--distributed-executor-backend", "ray"]
+    elif ctx.tensor_parallel:
+        argv += _mp.launch_argv(ctx.tp_size, ctx.entries[host]["rank"], ctx.head_address, ctx.mp_master_port)
     if ctx.spec_config:
         argv += ["--speculative-config", json.dumps(ctx.spec_config, sort_keys=True, separators=(",", ":"))]
     return argv + ctx.option_argv

@@ -15,6 +15,7 @@ import ipaddress
 
 from .. import _memory, _vllm_catalog
 from . import argv as _argv
+from . import mp as _mp
 from . import ray as _ray
 from . import tp as _tp
 from . import units as _units
@@ -22,6 +23,11 @@ from .inputs import secret_env_name
 from .violation import ALL_NODES, violation
 
 TOPOLOGIES = ("replicas", "tensor_parallel")
+# How a tensor-parallel group is launched: vLLM's own multi-node launch (mp, the default) or a Ray cluster (ray).
+LAUNCHERS = ("mp", "ray")
+DEFAULT_LAUNCHER = "mp"
+# plan role of the head and of the other ranks, by launcher
+TP_ROLES = {"mp": ("tp_head", "tp_rank"), "ray": ("ray_head", "ray_worker")}
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 DEFAULT_PORT = 8000
@@ -139,14 +145,18 @@ def derive(ctx):
     ctx.served_name = ctx.model.get("served_model_name")
     _derive_group(ctx)
     _derive_profile_values(ctx)
-    ctx.option_argv, ctx.option_findings = _argv.options(ctx.options, ctx.catalog) if ctx.catalog else ([], [])
+    # In tensor-parallel the launcher decides the executor backend (tp_executor_backend refuses a disagreeing one).
+    options = ctx.options
+    if ctx.tensor_parallel:
+        options = {k: v for k, v in options.items() if k != "distributed-executor-backend"}
+    ctx.option_argv, ctx.option_findings = _argv.options(options, ctx.catalog) if ctx.catalog else ([], [])
     ctx.entries = {}
     ctx.per_node = {}
     for host in ctx.hosts:
         _derive_node(ctx, host)
     _derive_tp_group(ctx)
     for host in ctx.hosts:
-        if ctx.per_node[host]["serves"]:
+        if ctx.per_node[host]["serves"] or ctx.per_node[host]["role"] == "tp_rank":
             ctx.entries[host]["argv"] = _argv.serve_argv(ctx, host)
     return ctx
 
@@ -155,6 +165,9 @@ def _derive_group(ctx):
     """The hosts to plan: every node for replicas, head + workers (those in gb10_nodes) for tensor-parallel."""
     nodes = ctx.nodes
     ctx.hosts, ctx.head, ctx.workers, ctx.stray_workers = sorted(nodes), None, [], []
+    given = ctx.profile.get("launcher")
+    ctx.launcher = given if given is not None else DEFAULT_LAUNCHER
+    ctx.launcher_given = given
     if ctx.topology == "tensor_parallel":
         given = sorted(w for w in (ctx.ray_workers or ()) if w != ctx.ray_head)
         ctx.head = ctx.ray_head if ctx.ray_head and ctx.ray_head in nodes else None
@@ -214,6 +227,17 @@ def _derive_profile_values(ctx):
     ctx.bind_all_interfaces = profile.get("bind_all_interfaces") is True
     ctx.group_share, ctx.share_set_by = _tp.group_setting(profile, ctx.head, "gpu_memory_utilization")
     ctx.ray_auth, ctx.ray_firewall, ctx.ray_ports, ctx.ray_problems = _ray.settings(profile)
+    ctx.mp_firewall, ctx.mp_master_port, ctx.mp_ephemeral, ctx.mp_problems = _mp.settings(profile)
+
+
+def uses_ray(ctx):
+    """Whether this plan runs a Ray cluster (tensor-parallel with launcher ray)."""
+    return ctx.tensor_parallel and ctx.launcher == "ray"
+
+
+def uses_mp(ctx):
+    """Whether this plan runs vLLM's own multi-node launch (tensor-parallel with launcher mp, the default)."""
+    return ctx.tensor_parallel and ctx.launcher != "ray"
 
 
 def _derive_node(ctx, host):
@@ -221,17 +245,20 @@ def _derive_node(ctx, host):
     facts = node.get("facts") or {}
     missing = [k for k in ("mem_total_mib", "mem_available_mib", "cores", "interfaces") if facts.get(k) in (None, "")]
     if ctx.tensor_parallel:
-        role = "ray_head" if host == ctx.head else "ray_worker"
+        head_role, rank_role = TP_ROLES["ray" if uses_ray(ctx) else "mp"]
+        role = head_role if host == ctx.head else rank_role
         share = ctx.group_share
     else:
         role = "replica"
         share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
     max_seqs = _per_node_setting(profile, host, "max_num_seqs", None)
-    serves = role != "ray_worker"
+    serves = role in ("replica", "ray_head", "tp_head")
     entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
     # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
     entry["port"] = ctx.port if serves else None
     entry["serves"] = serves
+    # this node's rank in the tensor-parallel group (the head 0, the workers in order), None in replicas
+    entry["rank"] = ctx.hosts.index(host) if ctx.tensor_parallel else None
     parser = (profile.get("vllm_options") or {}).get("tool-call-parser") if serves else None
     entry["tool_call_parser"] = parser if isinstance(parser, str) else None
     entry["max_num_seqs"] = (
@@ -271,6 +298,11 @@ def _derive_node(ctx, host):
                 "VLLM_HOST_IP": str(address),
                 "NCCL_SOCKET_IFNAME": str(ifname),
                 "GLOO_SOCKET_IFNAME": str(ifname),
+            }
+        )
+    if uses_ray(ctx):
+        env.update(
+            {
                 "RAY_memory_monitor_refresh_ms": "0",
                 # Ray reads the mode from the environment only; the token is in the serving role's ray.env.
                 "RAY_AUTH_MODE": ctx.ray_auth,
@@ -279,7 +311,7 @@ def _derive_node(ctx, host):
     env.update(ctx.profile_env)
     # a secret in the profile's env is refused (env_secret) and never printed with the plan
     entry["env"] = {k: ("(secret: refused)" if secret_env_name(k) else v) for k, v in sorted(env.items())}
-    if ctx.tensor_parallel:
+    if uses_ray(ctx):
         entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address, ctx.ray_ports)
 
     share_ok = not isinstance(share, bool) and isinstance(share, (int, float)) and 0 < share <= 0.98
@@ -330,9 +362,9 @@ def ray_fence(ctx):
     """What fences Ray in tensor-parallel (None in replicas): the auth mode, whether the firewall is wanted, the
     fixed ports, the peers (the group's fabric addresses), the head's GCS address and each node's listening ports,
     for the serving and fabric_firewall roles."""
-    if not ctx.tensor_parallel:
+    if not uses_ray(ctx):
         return None
-    peers = sorted({str(ctx.per_node[h]["address"]) for h in ctx.hosts if ctx.per_node[h]["address"]})
+    peers = _peers(ctx)
     return {
         "auth": ctx.ray_auth,
         "firewall": ctx.ray_firewall,
@@ -343,6 +375,45 @@ def ray_fence(ctx):
         "gcs_address": f"{ctx.head_address}:{ctx.ray_ports['gcs']}" if ctx.head_address else None,
         "listen": {h: _ray.listening_ports(ctx.ray_ports, ctx.per_node[h]["role"]) for h in ctx.hosts},
     }
+
+
+def _peers(ctx):
+    return sorted({str(ctx.per_node[h]["address"]) for h in ctx.hosts if ctx.per_node[h]["address"]})
+
+
+def mp_launch(ctx):
+    """vLLM's own multi-node launch (None unless launcher mp): the master address and port every rank's argv names,
+    and the kernel's ephemeral range where the group's other sockets bind (``mp.py``)."""
+    if not uses_mp(ctx):
+        return None
+    return {
+        "head": ctx.head,
+        "master_address": str(ctx.head_address) if ctx.head_address else None,
+        "master_port": ctx.mp_master_port,
+        # where a headless rank's watchdog asks whether its head serves (the head's vLLM, on its fabric address)
+        "head_health_url": f"http://{ctx.head_address}:{ctx.port}/health" if ctx.head_address else None,
+        "ephemeral_ports": list(ctx.mp_ephemeral),
+        "firewall": ctx.mp_firewall,
+    }
+
+
+def fabric_fence(ctx):
+    """What roles/fabric_firewall renders on each rank of a tensor-parallel group (None in replicas): whether the
+    profile wants it, the peers (the group's fabric addresses), the single ports and port ranges only the peers may
+    reach, per node, and where they come from. Ray's ports for launcher ray (``ray.py``); the master port and the
+    ephemeral range for launcher mp (``mp.py``)."""
+    if not ctx.tensor_parallel:
+        return None
+    if uses_ray(ctx):
+        ports = ctx.ray_ports
+        ranges = [[ports["min_worker"], ports["max_worker"]]]
+        listen = {h: _ray.listening_ports(ports, ctx.per_node[h]["role"]) for h in ctx.hosts}
+        firewall, what = ctx.ray_firewall, "ray"
+    else:
+        ranges = [list(ctx.mp_ephemeral)]
+        listen = {h: [ctx.mp_master_port] if h == ctx.head else [] for h in ctx.hosts}
+        firewall, what = ctx.mp_firewall, "mp"
+    return {"launcher": what, "firewall": firewall, "peers": _peers(ctx), "listen": listen, "ranges": ranges}
 
 
 def judged(ctx):

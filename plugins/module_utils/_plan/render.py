@@ -34,7 +34,7 @@ def fmt(value):
 def _group_lines(group, size):
     """The tensor-parallel group's block: what vLLM runs every rank at."""
     lines = [
-        f"== tensor-parallel group ({size} ranks; vllm serve on the head drives them all)",
+        f"== tensor-parallel group ({size} ranks; the head's vllm serve drives them all)",
         "gpu-memory share on every rank: {} (from {}; vLLM applies the head's --gpu-memory-utilization to every "
         "rank, so every rank is judged at it)".format(fmt(group.get("gpu_memory_utilization")), group.get("set_by")),
     ]
@@ -138,6 +138,21 @@ def format_plan(result):
                 ports["gcs"],
                 ports["min_worker"],
                 ports["max_worker"],
+            )
+        )
+    launch = result.get("mp")
+    if launch:
+        fence = result.get("fence") or {}
+        low, high = launch["ephemeral_ports"]
+        lines.append(
+            "mp launch: vLLM's own multi-node launch, master {}:{}; firewall {} (peers {}: the master port and the "
+            "ephemeral range {}-{} where torch.distributed, gloo, NCCL and vLLM's queues bind)".format(
+                launch["master_address"],
+                launch["master_port"],
+                "on" if launch["firewall"] else "OFF",
+                ", ".join(fence.get("peers") or []) or "none",
+                low,
+                high,
             )
         )
     for host, entry in sorted(result["nodes"].items()):

@@ -26,7 +26,7 @@ def gpu_memory_utilization(ctx):
         if figures["share_ok"]:
             continue
         share = figures["share"]
-        if ctx.tensor_parallel and figures["role"] == "ray_head":
+        if ctx.tensor_parallel and figures["role"] in ("ray_head", "tp_head"):
             yield violation(
                 host,
                 "gpu_memory_utilization",

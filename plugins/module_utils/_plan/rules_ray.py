@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from . import ray as _ray
+from .context import uses_ray
 from .registry import rule
 from .violation import ALL_NODES, violation
 
@@ -16,7 +17,7 @@ RAY_AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 @rule("ray_settings", pitfall=_OPEN)
 def ray_settings(ctx):
-    if not ctx.tensor_parallel:
+    if not uses_ray(ctx):
         return
     for field, value, why in ctx.ray_problems:
         yield violation(ALL_NODES, "ray_settings", value, f"{field} {value!r} {why}")
@@ -41,7 +42,7 @@ def ray_settings(ctx):
 
 @rule("ray_open", pitfall=_OPEN)
 def ray_open(ctx):
-    if ctx.tensor_parallel and ctx.ray_auth != "token" and not ctx.ray_firewall:
+    if uses_ray(ctx) and ctx.ray_auth != "token" and not ctx.ray_firewall:
         yield violation(
             ALL_NODES,
             "ray_open",

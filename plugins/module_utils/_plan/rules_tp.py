@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 
+from . import mp as _mp
 from . import tp as _tp
 from .checks import each_node
+from .context import DEFAULT_LAUNCHER, LAUNCHERS, uses_mp, uses_ray
 from .registry import rule
 from .violation import ALL_NODES, violation
 
@@ -83,7 +85,8 @@ def tp_vllm_host_ip(ctx):
                 host,
                 "tp_vllm_host_ip",
                 env.get("VLLM_HOST_IP"),
-                "VLLM_HOST_IP on {} is {} but its Ray --node-ip-address is {}: they must be equal. Remove "
+                "VLLM_HOST_IP on {} is {} but its fabric address (Ray's --node-ip-address, vLLM's rank address) "
+                "is {}: they must be equal. Remove "
                 "VLLM_HOST_IP from the profile's env (the plan sets it per node from gb10_fabric_address)".format(
                     host, env.get("VLLM_HOST_IP"), address
                 ),
@@ -125,7 +128,7 @@ def tp_socket_ifname(ctx):
 
 @rule("tp_ray_memory_monitor", pitfall="seed 000: Ray's memory monitor killing CUDA-graph capture at 95 %")
 def tp_ray_memory_monitor(ctx):
-    if not ctx.tensor_parallel:
+    if not uses_ray(ctx):
         return ()
     return each_node(
         ctx,
@@ -137,18 +140,100 @@ def tp_ray_memory_monitor(ctx):
     )
 
 
+_LAUNCH = "issue 35: Ray hangs multi-node groups in the field; vLLM's own multi-node launch is the default"
+
+
+@rule("tp_launcher", pitfall=_LAUNCH)
+def tp_launcher(ctx):
+    if ctx.launcher_given is not None and ctx.launcher_given not in LAUNCHERS:
+        yield violation(
+            ALL_NODES,
+            "tp_launcher",
+            ctx.launcher_given,
+            f"launcher {ctx.launcher_given!r} is not one of {', '.join(LAUNCHERS)}: mp (vLLM's own multi-node "
+            "launch, --nnodes/--node-rank/--headless; the default) or ray (a Ray head and workers)",
+        )
+
+
 @rule("tp_executor_backend", pitfall="seed 004: vLLM flags that look right and are not")
 def tp_executor_backend(ctx):
     backend = ctx.options.get("distributed-executor-backend")
-    if ctx.tensor_parallel and backend is not None and backend != "ray":
-        size = len(ctx.hosts)
+    if not ctx.tensor_parallel or backend is None:
+        return
+    wanted = "ray" if uses_ray(ctx) else "mp"
+    if backend == wanted:
+        return
+    size = len(ctx.hosts)
+    how = "set by the profile" if ctx.launcher_given is not None else f"the default, {DEFAULT_LAUNCHER}"
+    yield violation(
+        ALL_NODES,
+        "tp_executor_backend",
+        backend,
+        f"vllm_options.distributed-executor-backend is {backend!r} but the group's launcher is {ctx.launcher} "
+        f"({how}), which runs --distributed-executor-backend {wanted} across its {size} nodes: the two would "
+        "disagree, and a backend that is neither fails with 'World size ({size}) is larger than the number of "
+        "available GPUs (1)'. Remove distributed-executor-backend from vllm_options (the launcher writes it) and "
+        "set launcher: ray for a Ray cluster or launcher: mp for vLLM's own multi-node launch",
+    )
+
+
+# torch.distributed's own rendezvous variables: the plan passes the head's address and port in every rank's argv.
+MP_ENV = ("MASTER_ADDR", "MASTER_PORT")
+# What every rank of a group must share; a per-node value would put the ranks on different images or weights.
+SAME_ON_EVERY_RANK = ("image", "model", "revision", "vllm_options", "env", "launcher")
+
+
+@rule("tp_rank_same_target", pitfall="seed 004: no shared filesystem, one image and weights on every node")
+def tp_rank_same_target(ctx):
+    """Refuse per-node image, model, options or env in a tensor-parallel group: every rank runs the one argv."""
+    if not ctx.tensor_parallel:
+        return
+    for host in ctx.hosts:
+        settings = ((ctx.profile.get("nodes") or {}).get(host)) or {}
+        for key in SAME_ON_EVERY_RANK:
+            if key in settings:
+                yield violation(
+                    host,
+                    "tp_rank_same_target",
+                    f"nodes.{host}.{key}",
+                    f"nodes.{host}.{key} would give {host} its own {key}, but every rank of a tensor-parallel "
+                    "group must load the same image digest, weights revision, options and environment (the ranks "
+                    "exchange tensors of one model; different builds hang or corrupt the collective). Remove "
+                    f"nodes.{host}.{key} and set it once for the profile",
+                )
+
+
+@rule("mp_settings", pitfall=_LAUNCH)
+def mp_settings(ctx):
+    """The mp launcher's settings are sound and its master port is free on every rank."""
+    if not uses_mp(ctx):
+        return
+    for field, value, why in ctx.mp_problems:
+        yield violation(ALL_NODES, "mp_settings", value, f"{field} {value!r} {why}")
+    others = {}
+    if isinstance(ctx.port, int):
+        others[ctx.port] = "vLLM's port (port:)"
+    api = ctx.api or {}
+    if isinstance(api.get("port"), int):
+        others.setdefault(api["port"], "the proxy's client port (proxy_port)")
+    for name in MP_ENV:
+        if name in ctx.profile_env:
+            yield violation(
+                ALL_NODES,
+                "mp_settings",
+                name,
+                f"env {name} would point torch.distributed elsewhere than the plan's --master-addr "
+                f"{ctx.head_address} --master-port {ctx.mp_master_port} (the head's fabric address): remove it "
+                "from the profile's env and set mp.master_port",
+            )
+    for clash in _mp.port_clashes(ctx.mp_master_port, ctx.mp_ephemeral, others):
         yield violation(
             ALL_NODES,
-            "tp_executor_backend",
-            backend,
-            f"--distributed-executor-backend {backend} across {size} nodes: vLLM does not infer Ray from "
-            f"a live cluster and fails with 'World size ({size}) is larger than the number of available "
-            "GPUs (1)'. Set it to ray",
+            "mp_settings",
+            ctx.mp_master_port,
+            f"vLLM's multi-node launch cannot bind its ports on the group's nodes: {clash}. Set mp.master_port to "
+            f"a free port below {ctx.mp_ephemeral[0]} (default {_mp.DEFAULT_MASTER_PORT}), or mp.ephemeral_ports "
+            "to the nodes' net.ipv4.ip_local_port_range",
         )
 
 
@@ -198,8 +283,8 @@ def tp_per_node_value(ctx):
             worker,
             "tp_per_node_value",
             value,
-            f"nodes.{worker}.{key} is {value!r}, but {worker} is a Ray worker of the tensor-parallel group and "
-            f"runs no vllm serve: {why} (the head's {flag} is {group_value!r}, from {set_by}), so this value "
-            f"changes nothing on {worker}. Remove nodes.{worker}.{key} and set the group's one value in "
-            f"{set_by}{fix}",
+            f"nodes.{worker}.{key} is {value!r}, but {worker} is a rank of the tensor-parallel group whose "
+            f"engine follows the head's options: {why} (the head's {flag} is {group_value!r}, from {set_by}), so "
+            f"this value changes nothing on {worker}. Remove nodes.{worker}.{key} and set the group's one value "
+            f"in {set_by}{fix}",
         )

@@ -18,12 +18,15 @@ _SERVICES = {
         ("gb10-vllm-tp.service", "gb10-vllm-tp.service.j2", "gb10-vllm-tp"),
     ),
     "ray_worker": (("gb10-ray-worker.service", "gb10-ray.service.j2", "gb10-ray-worker"),),
+    # vLLM's own multi-node launch: one engine container per rank, the head's serves the API.
+    "tp_head": (("gb10-vllm-mp.service", "gb10-vllm-mp.service.j2", "gb10-vllm-mp"),),
+    "tp_rank": (("gb10-vllm-mp-rank.service", "gb10-vllm-mp.service.j2", "gb10-vllm-mp-rank"),),
 }
 # unit -> the unit it Requires= and starts after, in whose container's PID namespace it runs (the tensor-parallel
 # vLLM joins the Ray head's cluster).
 _REQUIRES = {"gb10-vllm-tp.service": "gb10-ray-head.service"}
 # plan role -> the unit whose engine answers /health and one completion; a Ray worker serves no API.
-_ENGINES = {"replica": "gb10-vllm.service", "ray_head": "gb10-vllm-tp.service"}
+_ENGINES = {"replica": "gb10-vllm.service", "ray_head": "gb10-vllm-tp.service", "tp_head": "gb10-vllm-mp.service"}
 # plan role -> its Ray unit (tensor-parallel): the head's watchdog reads the group's alive ranks in its container.
 _RAY = {"ray_head": "gb10-ray-head.service", "ray_worker": "gb10-ray-worker.service"}
 # plan role -> (the unit its watchdog watches, the watchdog's name, the units a decided restart restarts in start
@@ -37,8 +40,15 @@ _WATCHED = {
     "replica": ("gb10-vllm.service", "replica", ("gb10-vllm.service",)),
     "ray_head": ("gb10-vllm-tp.service", "tp", ("gb10-ray-head.service", "gb10-vllm-tp.service")),
     "ray_worker": ("gb10-ray-worker.service", "ray-worker", ("gb10-ray-worker.service",)),
+    # vLLM's own launch: the head's watchdog probes a generation and restarts the head's engine; a headless rank's
+    # watchdog restarts its rank when the head's engine started after it (a rank of a group that no longer exists
+    # waits forever on its dead head's message queue) or is not running.
+    "tp_head": ("gb10-vllm-mp.service", "mp", ("gb10-vllm-mp.service",)),
+    "tp_rank": ("gb10-vllm-mp-rank.service", "mp-rank", ("gb10-vllm-mp-rank.service",)),
 }
-TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker")}
+# The unit sets: a node runs one, and each set's services Conflicts= with every other set's (one GPU per node).
+UNIT_SETS = {"replicas": ("replica",), "tp_ray": ("ray_head", "ray_worker"), "tp_mp": ("tp_head", "tp_rank")}
+TOPOLOGY_ROLES = {"replicas": ("replica",), "tensor_parallel": ("ray_head", "ray_worker", "tp_head", "tp_rank")}
 # Where an engine's warm marker lives: written after its warm-up request (roles/serving's warm-up, its watchdog),
 # removed when its unit starts or stops; the node's warm agent answers HAProxy's agent check "up" only while it is
 # there (issue 19 item 5). Under /run: a reboot leaves no engine warm.
@@ -46,17 +56,23 @@ WARM_DIR = "/run/gb10-warm"
 ROLES = tuple(role for roles in TOPOLOGY_ROLES.values() for role in roles)
 
 
-def _topology(role):
-    return next(topology for topology, roles in TOPOLOGY_ROLES.items() if role in roles)
+def _unit_set(role):
+    return next(name for name, roles in UNIT_SETS.items() if role in roles)
 
 
 def _containers():
     return {u: container for services in _SERVICES.values() for u, _template, container in services}
 
 
+# What a rank that serves no API probes: a Ray worker its raylet in the head's GCS; a headless rank of vLLM's own
+# launch the head's /health over the fabric (a rank whose head is down or restarted belongs to no group).
+_RANK_PROBES = {"ray_worker": "raylet", "tp_rank": "head"}
+
+
 def _watchdog(role):
-    """The watchdog of ``role``: the unit it watches; its ``probe``, ``engine`` (/health and one completion) or
-    ``raylet`` (the node's Ray agent asked whether the GCS holds this raylet alive, a worker's); ``ray``, the
+    """The watchdog of ``role``: the unit it watches; its ``probe``, ``engine`` (/health and one completion),
+    ``raylet`` (the node's Ray agent asked whether the GCS holds this raylet alive, a Ray worker's) or ``head`` (the
+    group head's /health, a headless rank's); ``ray``, the
     container of the head's Ray, where the head's watchdog reads which ranks are alive after a failed probe (None
     elsewhere); ``restart``, the units a decided restart restarts, in start order; ``kill``, their containers,
     killed first, the engine before the Ray it runs in."""
@@ -70,7 +86,7 @@ def _watchdog(role):
         "timer": f"gb10-watchdog-{name}.timer",
         "service": f"gb10-watchdog-{name}.service",
         "unit": unit,
-        "probe": "engine" if engine else "raylet",
+        "probe": "engine" if engine else _RANK_PROBES[role],
         "ray": containers[_RAY[role]] if engine and role in _RAY else None,
         "restart": list(restart),
         "kill": [containers[u] for u in reversed(restart)],
@@ -89,16 +105,18 @@ def _warm(role):
     }
 
 
-def _services(topology):
+def _services(topology, table=None):
     """The service units of ``topology`` (each runs a container), in start order, role by role."""
-    return [unit for role in TOPOLOGY_ROLES[topology] for unit, _template, _container in _SERVICES[role]]
+    table = table or TOPOLOGY_ROLES
+    return [unit for role in table[topology] for unit, _template, _container in _SERVICES[role]]
 
 
 def _conflicts(role):
-    # Conflicts= names the other topology's service units: starting one stops the other topology on this node.
-    # A watchdog is not among them: its timer is retired with its topology (disable --now) and starts nothing stopped.
-    own = _topology(role)
-    return sorted(unit for topology in TOPOLOGY_ROLES if topology != own for unit in _services(topology))
+    # Conflicts= names every other unit set's service units (the other topology's, and in tensor-parallel the
+    # other launcher's): starting one stops them on this node. A watchdog is not among them: its timer is retired
+    # with its set (disable --now) and starts nothing stopped.
+    own = _unit_set(role)
+    return sorted(unit for name in UNIT_SETS if name != own for unit in _services(name, UNIT_SETS))
 
 
 def _requires(unit):
@@ -155,7 +173,7 @@ def site_units():
         [name for watchdog in watchdogs for name in (watchdog["timer"], watchdog["service"])]
         + [name for warm in warms for name in (warm["socket"], warm["service"])],
         engines,
-        services("ray_worker"),
+        services("ray_worker") + services("tp_rank"),
         [unit for unit in services("ray_head") if unit not in engines],
     ]
     return {
