@@ -36,7 +36,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = {
     "example-pair": ("glm-5.3-flash-tp2", "glm-replicas-mtp"),
-    "sim": ("sim-replicas", "sim-tp"),
+    "sim": ("sim-replicas", "sim-tp", "sim-tp-ray"),
 }
 
 

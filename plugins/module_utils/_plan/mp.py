@@ -39,7 +39,7 @@ def settings(profile):
         problems.append(("mp", given, "must be a mapping (" + ", ".join(SETTINGS) + ")"))
         given = {}
     for key in sorted(set(given) - set(SETTINGS), key=str):
-        problems.append((f"mp.{key}", given[key], "is not a setting of mp: (" + ", ".join(SETTINGS) + ")"))
+        problems.append((f"mp.{key}", given[key], "is not a setting of mp: (" + ", ".join(SETTINGS) + "): remove it"))
     firewall = given.get("firewall", True)
     if not isinstance(firewall, bool):
         problems.append(("mp.firewall", firewall, "must be true or false"))
@@ -67,22 +67,35 @@ def settings(profile):
 
 
 def port_clashes(master, ephemeral, others):
-    """Why the master port cannot be bound beside the plan's other ports; [] when fine.
+    """``[(value, why, fix)]``: why the group's ports cannot be bound beside the plan's other ports; [] when fine.
 
     ``others``: ``{port: what}`` of the plan's other listening ports on the group's nodes.
     """
     clashes = []
-    if master in others:
-        clashes.append(f"the master port {master} is also {others[master]}")
     low, high = ephemeral
+    move_master = f"Set mp.master_port to a free port below {low} (default {DEFAULT_MASTER_PORT})"
+    if master in others:
+        clashes.append((master, f"the master port {master} is also {others[master]}", move_master))
     if low <= master <= high:
         clashes.append(
-            f"the master port {master} lies in the ephemeral range {low}-{high}, where any outgoing connection "
-            "of the node may hold it when the head starts"
+            (
+                master,
+                f"the master port {master} lies in the ephemeral range {low}-{high}, where any outgoing connection "
+                "of the node may hold it when the head starts",
+                move_master,
+            )
         )
     for port, what in sorted(others.items()):
         if low <= port <= high:
-            clashes.append(f"{what} ({port}) lies in the ephemeral range {low}-{high} that the group's ranks use")
+            clashes.append(
+                (
+                    port,
+                    f"{what} ({port}) lies in the ephemeral range {low}-{high} that the group's sockets bind from, "
+                    "so a rank's socket may hold it when vLLM starts",
+                    f"Move {what} below {low}, or set mp.ephemeral_ports to the nodes' net.ipv4.ip_local_port_range "
+                    "if it leaves that port out",
+                )
+            )
     return clashes
 
 

@@ -11,7 +11,7 @@ import ipaddress
 from . import mp as _mp
 from . import tp as _tp
 from .checks import each_node
-from .context import DEFAULT_LAUNCHER, LAUNCHERS, uses_mp, uses_ray
+from .context import LAUNCHERS, uses_mp, uses_ray
 from .registry import rule
 from .violation import ALL_NODES, violation
 
@@ -145,13 +145,14 @@ _LAUNCH = "issue 35: Ray hangs multi-node groups in the field; vLLM's own multi-
 
 @rule("tp_launcher", pitfall=_LAUNCH)
 def tp_launcher(ctx):
-    if ctx.launcher_given is not None and ctx.launcher_given not in LAUNCHERS:
+    if ctx.tensor_parallel and ctx.launcher_given is not None and ctx.launcher_given not in LAUNCHERS:
         yield violation(
             ALL_NODES,
             "tp_launcher",
             ctx.launcher_given,
-            f"launcher {ctx.launcher_given!r} is not one of {', '.join(LAUNCHERS)}: mp (vLLM's own multi-node "
-            "launch, --nnodes/--node-rank/--headless; the default) or ray (a Ray head and workers)",
+            f"launcher {ctx.launcher_given!r} is not one of {', '.join(LAUNCHERS)}: set launcher: mp (vLLM's own "
+            "multi-node launch, --nnodes/--node-rank/--headless; the default, or leave launcher out) or launcher: "
+            "ray (a Ray head and workers)",
         )
 
 
@@ -164,14 +165,14 @@ def tp_executor_backend(ctx):
     if backend == wanted:
         return
     size = len(ctx.hosts)
-    how = "set by the profile" if ctx.launcher_given is not None else f"the default, {DEFAULT_LAUNCHER}"
+    how = "set by the profile" if ctx.launcher_given is not None else "the default launcher"
     yield violation(
         ALL_NODES,
         "tp_executor_backend",
         backend,
         f"vllm_options.distributed-executor-backend is {backend!r} but the group's launcher is {ctx.launcher} "
         f"({how}), which runs --distributed-executor-backend {wanted} across its {size} nodes: the two would "
-        "disagree, and a backend that is neither fails with 'World size ({size}) is larger than the number of "
+        f"disagree, and a backend that is neither fails with 'World size ({size}) is larger than the number of "
         "available GPUs (1)'. Remove distributed-executor-backend from vllm_options (the launcher writes it) and "
         "set launcher: ray for a Ray cluster or launcher: mp for vLLM's own multi-node launch",
     )
@@ -226,14 +227,29 @@ def mp_settings(ctx):
                 f"{ctx.head_address} --master-port {ctx.mp_master_port} (the head's fabric address): remove it "
                 "from the profile's env and set mp.master_port",
             )
-    for clash in _mp.port_clashes(ctx.mp_master_port, ctx.mp_ephemeral, others):
+    for value, clash, fix in _mp.port_clashes(ctx.mp_master_port, ctx.mp_ephemeral, others):
         yield violation(
             ALL_NODES,
             "mp_settings",
-            ctx.mp_master_port,
-            f"vLLM's multi-node launch cannot bind its ports on the group's nodes: {clash}. Set mp.master_port to "
-            f"a free port below {ctx.mp_ephemeral[0]} (default {_mp.DEFAULT_MASTER_PORT}), or mp.ephemeral_ports "
-            "to the nodes' net.ipv4.ip_local_port_range",
+            value,
+            f"vLLM's multi-node launch cannot bind its ports on the group's nodes ({', '.join(ctx.hosts)}): {clash}. "
+            f"{fix}",
+        )
+
+
+@rule("mp_open", pitfall="issue 37: every port fenced to who needs it")
+def mp_open(ctx):
+    """vLLM's multi-node launch has no authentication: its firewall is the only fence, never turned off."""
+    if uses_mp(ctx) and not ctx.mp_firewall:
+        yield violation(
+            ALL_NODES,
+            "mp_open",
+            "mp.firewall=false",
+            f"mp.firewall is false: torch.distributed's store on {ctx.head_address}:{ctx.mp_master_port} and the "
+            f"ranks' gloo/NCCL sockets and vLLM's message queues in {ctx.mp_ephemeral[0]}-{ctx.mp_ephemeral[1]} "
+            f"accept anyone who reaches the nodes {', '.join(ctx.hosts)}, with no authentication (unlike Ray's "
+            "token, vLLM's launch has none). Remove mp.firewall (true is the default): roles/fabric_firewall lets "
+            "them in from the group's fabric addresses only",
         )
 
 

@@ -52,7 +52,7 @@ def test_every_file_the_units_are_restarted_for_notifies_the_one_handler_and_reg
 
 
 def test_a_changed_env_file_restarts_every_unit_of_the_node_in_start_order_a_unit_file_only_its_unit():
-    plan = shipped_plan("sim", "sim-tp")
+    plan = shipped_plan("sim", "sim-tp-ray")
     head = [unit["unit"] for unit in plan["nodes"]["spark-1"]["units"]]
     assert head == ["gb10-ray-head.service", "gb10-vllm-tp.service"]
     assert _restarted(plan, "spark-1") == []
@@ -64,3 +64,14 @@ def test_a_changed_env_file_restarts_every_unit_of_the_node_in_start_order_a_uni
     replicas = shipped_plan("sim", "sim-replicas")
     assert _restarted(replicas, "spark-1", registered=()) == []
     assert _restarted(replicas, "spark-1", changed_units={"gb10-vllm.service"}, registered=()) == ["gb10-vllm.service"]
+
+
+def test_mp_launch_restarts_each_ranks_one_engine_unit_for_its_env_or_its_unit_file():
+    # vLLM's own multi-node launch (sim-tp): one unit per rank, the head's and the headless rank's
+    plan = shipped_plan("sim", "sim-tp")
+    assert [unit["unit"] for unit in plan["nodes"]["spark-1"]["units"]] == ["gb10-vllm-mp.service"]
+    assert [unit["unit"] for unit in plan["nodes"]["spark-2"]["units"]] == ["gb10-vllm-mp-rank.service"]
+    assert _restarted(plan, "spark-1") == [] and _restarted(plan, "spark-2") == []
+    assert _restarted(plan, "spark-1", changed_env={"__serving_secrets_env_file"}) == ["gb10-vllm-mp.service"]
+    assert _restarted(plan, "spark-2", changed_env={"__serving_engine_env_file"}) == ["gb10-vllm-mp-rank.service"]
+    assert _restarted(plan, "spark-2", changed_units={"gb10-vllm-mp-rank.service"}) == ["gb10-vllm-mp-rank.service"]

@@ -2,7 +2,8 @@
 # Apache-2.0
 """The serving unit templates render the hardened docker run (issue 18 item 6): every capability dropped and only
 the justified ones back, no-new-privileges, the HF cache read-only, host IPC only in tensor-parallel, Ray's token
-from its own root-only env file and the serving secrets kept out of the Ray units."""
+from its own root-only env file and the serving secrets kept out of the Ray units and of the headless ranks of
+vLLM's own multi-node launch."""
 
 from __future__ import annotations
 
@@ -26,17 +27,17 @@ PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
 from _plan_fixtures import plan_mod, replicas, run, shipped_plan, tp
 
-UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head", "ray_worker")}
+UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head", "ray_worker", "tp_head", "tp_rank")}
 
 
-def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None):
+def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None, rank=None):
     config = "/etc/gb10/serving"
     values = {
         **plain_defaults(),
         "ansible_managed": "managed",
         "gb10_fabric_address": "192.168.200.11",
         "serving_docker_gpus": "all",
-        "_serving_node": {"role": role, "argv": argv or [], "ray_start": ray_start or []},
+        "_serving_node": {"role": role, "argv": argv or [], "ray_start": ray_start or [], "rank": rank},
         "_serving_plan": plan or {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
         "item": item or next(u for u in UNITS[role]["units"] if u["template"] == template),
         "_serving_watchdog_bin": "/usr/local/libexec/gb10-serving-watchdog",
@@ -168,7 +169,7 @@ def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():
         templar = Templar(loader=DataLoader(), variables=variables)
         seen[name] = [
             templar.template(trust_as_template("{{ " + k + " }}"))
-            for k in ("_serving_tp", "_serving_ray_auth", "_serving_ray_head")
+            for k in ("_serving_ray", "_serving_ray_auth", "_serving_ray_head")
         ]
     assert seen == {
         "tp": [True, True, "spark-a"],
@@ -194,7 +195,7 @@ SIM_UNITS = {
             "gb10-warm-agent-replica.service",
         ],
     },
-    "sim-tp": {
+    "sim-tp-ray": {
         "spark-1": [
             "gb10-ray-head.service",
             "gb10-vllm-tp.service",
@@ -205,13 +206,40 @@ SIM_UNITS = {
         ],
         "spark-2": ["gb10-ray-worker.service", "gb10-watchdog-ray-worker.service", "gb10-watchdog-ray-worker.timer"],
     },
+    # vLLM's own multi-node launch: the head serves, spark-2 runs the same argv --headless
+    "sim-tp": {
+        "spark-1": [
+            "gb10-vllm-mp.service",
+            "gb10-watchdog-mp.service",
+            "gb10-watchdog-mp.timer",
+            "gb10-warm-agent-mp.socket",
+            "gb10-warm-agent-mp.service",
+        ],
+        "spark-2": ["gb10-vllm-mp-rank.service", "gb10-watchdog-mp-rank.service", "gb10-watchdog-mp-rank.timer"],
+    },
 }
+# Each unit set conflicts with every other set's services (sorted): the replica, the Ray launcher's, the mp launcher's.
 CONFLICTS = {
-    "gb10-vllm.service": "Conflicts=gb10-ray-head.service gb10-ray-worker.service gb10-vllm-tp.service",
-    "gb10-ray-head.service": "Conflicts=gb10-vllm.service",
-    "gb10-ray-worker.service": "Conflicts=gb10-vllm.service",
-    "gb10-vllm-tp.service": "Conflicts=gb10-vllm.service",
+    "gb10-vllm.service": "Conflicts=gb10-ray-head.service gb10-ray-worker.service gb10-vllm-mp-rank.service "
+    "gb10-vllm-mp.service gb10-vllm-tp.service",
+    "gb10-ray-head.service": "Conflicts=gb10-vllm-mp-rank.service gb10-vllm-mp.service gb10-vllm.service",
+    "gb10-ray-worker.service": "Conflicts=gb10-vllm-mp-rank.service gb10-vllm-mp.service gb10-vllm.service",
+    "gb10-vllm-tp.service": "Conflicts=gb10-vllm-mp-rank.service gb10-vllm-mp.service gb10-vllm.service",
+    "gb10-vllm-mp.service": "Conflicts=gb10-ray-head.service gb10-ray-worker.service gb10-vllm-tp.service "
+    "gb10-vllm.service",
+    "gb10-vllm-mp-rank.service": "Conflicts=gb10-ray-head.service gb10-ray-worker.service gb10-vllm-tp.service "
+    "gb10-vllm.service",
 }
+SECRETS_ENV = "/etc/gb10/serving/secrets.env"
+
+
+def _env_files(opts):
+    return [opts[i + 1] for i, w in enumerate(opts) if w == "--env-file"]
+
+
+def _command(argv):
+    """The command a ``docker run`` argv runs in its container: its entrypoint, then the words after the image."""
+    return [argv[argv.index("--entrypoint") + 1], *argv[argv.index(IMAGE) + 1 :]]
 
 
 def _role_loops(plan, host):
@@ -246,7 +274,13 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
             written = []
             for unit in units:
                 text = _render_text(
-                    unit["template"], node["role"], node["argv"], node["ray_start"], item=unit, plan=plan
+                    unit["template"],
+                    node["role"],
+                    node["argv"],
+                    node["ray_start"],
+                    item=unit,
+                    plan=plan,
+                    rank=node["rank"],
                 )
                 lines = text.splitlines()
                 assert CONFLICTS[unit["unit"]] in lines, (profile, host, unit["unit"])
@@ -257,6 +291,10 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                     assert f"ExecStopPost=-/bin/rm -f {unit['warm']['marker']}" in lines
                 opts = _opts(_exec_start(text))
                 assert opts[opts.index("--name") + 1] == unit["container"]
+                if unit["template"] == "gb10-vllm-mp.service.j2":
+                    # each rank runs its own argv from the plan; only the head, which serves the API, gets the secrets
+                    assert _command(_exec_start(text)) == node["argv"], (profile, host)
+                    assert (SECRETS_ENV in _env_files(opts)) == node["serves"], (profile, host)
                 written.append(unit["unit"])
             for watchdog in watchdogs:
                 watched = node["engine_unit"] or units[0]["unit"]
@@ -265,9 +303,11 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 argv = _exec_start(service)
                 assert argv[argv.index("--unit") + 1] == watched
                 assert argv[argv.index("--restart") + 1] == ",".join(watchdog["restart"])
-                assert ("--url" in argv) == bool(node["engine_unit"])
                 assert ("--ray-container" in argv) == (node["role"] == "ray_head")
-                assert ("--raylet-healthz" in argv) == (node["role"] == "ray_worker")
+                # (a headless rank's probe is not settled yet: its --url and --raylet-healthz are not judged here)
+                if node["role"] != "tp_rank":
+                    assert ("--url" in argv) == bool(node["engine_unit"])
+                    assert ("--raylet-healthz" in argv) == (node["role"] == "ray_worker")
                 if node["engine_unit"]:
                     assert argv[argv.index("--marker") + 1] == warms[0]["warm"]["marker"]
                     assert argv[argv.index("--warmup-url") + 1] == WATCHDOG_VARS["_serving_chat_url"]
@@ -291,3 +331,44 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
             assert sorted(written) == sorted(node["unit_names"]), (profile, host)
             seen.setdefault(profile, {})[host] = written
     assert seen == SIM_UNITS
+
+
+def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_headless_without_them():
+    plan = shipped_plan("sim", "sim-tp")
+    assert plan["violations"] == [] and plan["launcher"] == "mp"
+    rendered = {}
+    for host in ("spark-1", "spark-2"):
+        node = plan["nodes"][host]
+        [unit] = node["units"]
+        assert unit["template"] == "gb10-vllm-mp.service.j2"
+        text = _render_text(
+            unit["template"], node["role"], node["argv"], node["ray_start"], item=unit, plan=plan, rank=node["rank"]
+        )
+        argv = _exec_start(text)
+        assert _command(argv) == node["argv"], host
+        rendered[host] = (text.splitlines(), _opts(argv), _command(argv))
+    head_lines, head_opts, head_cmd = rendered["spark-1"]
+    rank_lines, rank_opts, rank_cmd = rendered["spark-2"]
+    assert head_cmd[head_cmd.index("--node-rank") + 1] == "0" and "--headless" not in head_cmd
+    assert rank_cmd[rank_cmd.index("--node-rank") + 1] == "1" and "--headless" in rank_cmd
+    for cmd in (head_cmd, rank_cmd):
+        assert cmd[:2] == ["vllm", "serve"] and cmd[cmd.index("--nnodes") + 1] == "2"
+        assert cmd[cmd.index("--master-addr") + 1] == "10.77.0.11" and cmd[cmd.index("--master-port") + 1] == "29501"
+    assert _env_files(head_opts) == ["/etc/gb10/serving/engine.env", SECRETS_ENV]
+    assert _env_files(rank_opts) == ["/etc/gb10/serving/engine.env"]
+    for lines, opts in ((head_lines, head_opts), (rank_lines, rank_opts)):
+        # one unit set at a time on a node: starting the mp launch stops the Ray launch's units and the replica
+        conflicts = next(line for line in lines if line.startswith("Conflicts=")).split("=", 1)[1].split()
+        assert sorted(conflicts) == [
+            "gb10-ray-head.service",
+            "gb10-ray-worker.service",
+            "gb10-vllm-tp.service",
+            "gb10-vllm.service",
+        ]
+        # the ranks share tensors over host IPC, with no Ray: no --pid into a Ray head, no Ray token
+        assert opts[opts.index("--ipc") + 1] == "host" and "--pid" not in opts
+        assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"]
+        assert "/etc/gb10/serving/ray.env" not in opts and PLAN_MOUNTS_HF in opts
+    # the warm marker is the head's alone: the headless rank serves nothing the proxy waits on
+    assert "ExecStartPre=-/bin/rm -f /run/gb10-warm/mp" in head_lines
+    assert not any("gb10-warm" in line for line in rank_lines)

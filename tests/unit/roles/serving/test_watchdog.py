@@ -427,7 +427,9 @@ def test_tp_watchdog_units_name_the_plans_group_restart_and_ray_check():
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
     from _plan_fixtures import shipped_plan
 
-    plan = shipped_plan("sim", "sim-tp")
+    # the Ray launcher's units (sim-tp is vLLM's own multi-node launch, with no Ray to check)
+    plan = shipped_plan("sim", "sim-tp-ray")
+    assert plan["violations"] == [] and plan["launcher"] == "ray"
     head, worker = _watchdog_argv(plan, "spark-1"), _watchdog_argv(plan, "spark-2")
     gcs = plan["ray"]["gcs_address"]
     assert head["--restart"] == "gb10-ray-head.service,gb10-vllm-tp.service"
@@ -438,3 +440,16 @@ def test_tp_watchdog_units_name_the_plans_group_restart_and_ray_check():
     assert worker["--restart"] == "gb10-ray-worker.service" and worker["--container"] == "gb10-ray-worker"
     assert worker["--raylet-healthz"] == "http://127.0.0.1:52365/api/local_raylet_healthz" and worker["--grace"] == "60"
     assert not {"--url", "--key-file", "--ray-container", "--ray-peers"} & set(worker)
+
+
+def test_mp_head_watchdog_probes_its_engine_and_restarts_it_alone_with_no_ray_check():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import shipped_plan
+
+    # vLLM's own multi-node launch (sim-tp): no Ray on the head, its one engine unit restarted
+    plan = shipped_plan("sim", "sim-tp")
+    assert plan["violations"] == [] and plan["launcher"] == "mp"
+    head = _watchdog_argv(plan, "spark-1")
+    assert head["--unit"] == head["--restart"] == "gb10-vllm-mp.service" and head["--container"] == "gb10-vllm-mp"
+    assert "--completions-url" in head and head["--grace"] == "1200"
+    assert not {"--ray-container", "--ray-peers", "--ray-address", "--raylet-healthz"} & set(head)

@@ -25,6 +25,8 @@ CIDR = "192.168.200.0/24"
 
 TP_PROFILE = {
     "topology": "tensor_parallel",
+    # Ray's units (the launcher most of these tests exercise); MP_PROFILE is the same group on vLLM's own launch.
+    "launcher": "ray",
     "model": {
         "repo_id": "LibertAIDAI/GLM-5.3-Flash-NVFP4",
         "revision": REVISION,
@@ -54,6 +56,12 @@ TP_PROFILE = {
     "defaults": {"gpu_memory_utilization": 0.83, "max_num_seqs": 8},
     "nodes": {},
 }
+
+# The same group on vLLM's own multi-node launch (launcher mp, the default, written out): the launcher writes
+# --distributed-executor-backend, so vllm_options names none.
+MP_PROFILE = copy.deepcopy(TP_PROFILE)
+MP_PROFILE["launcher"] = "mp"
+del MP_PROFILE["vllm_options"]["distributed-executor-backend"]
 
 REPLICAS_PROFILE = {
     "topology": "replicas",
@@ -110,6 +118,10 @@ def run(profile, node_map=None, name="p", **kwargs):
 
 def tp(**changes):
     return _changed(TP_PROFILE, changes)
+
+
+def mp(**changes):
+    return _changed(MP_PROFILE, changes)
 
 
 def replicas(**changes):
@@ -197,7 +209,8 @@ def shipped(inventory):
 
 
 def shipped_plan(inventory, profile):
-    """``plan()`` of one of a shipped inventory's profiles (``sim``: ``sim-replicas``, ``sim-tp``)."""
+    """``plan()`` of one of a shipped inventory's profiles (``sim``: ``sim-replicas``, ``sim-tp`` (launcher mp),
+    ``sim-tp-ray``)."""
     site = shipped(inventory)
     return plan_mod.plan(
         profile, site["profiles"], site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}

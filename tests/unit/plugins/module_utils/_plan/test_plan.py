@@ -272,8 +272,12 @@ def test_revision_must_be_a_commit():
 
 
 def test_pitfall_distributed_executor_backend_ray_required():
+    # the Ray launcher (TP_PROFILE) runs --distributed-executor-backend ray: an mp backend in vllm_options would
+    # start vLLM's own executor beside the Ray cluster, which fails on a one-GPU node
     violation = only(run(tp(**{"vllm_options__distributed-executor-backend": "mp"})), "tp_executor_backend")
-    assert "World size (2)" in violation["message"] and "ray" in violation["message"]
+    assert violation["value"] == "mp" and "launcher is ray" in violation["message"]
+    assert "World size (2)" in violation["message"]
+    assert "Remove distributed-executor-backend from vllm_options" in violation["message"]
 
 
 def test_pitfall_distributed_executor_backend_ray_set_explicitly_when_omitted():

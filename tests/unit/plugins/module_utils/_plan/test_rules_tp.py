@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from _plan_fixtures import node, nodes, only, plan_mod, rules, run, shipped, tp
+from _plan_fixtures import DELETE, node, nodes, only, plan_mod, replicas, rules, run, shipped, tp
 
 tp_mod = importlib.import_module("ansible_collections.gb10.serving.plugins.module_utils._plan.tp")
 
@@ -167,6 +167,7 @@ SHIPPED = [
     ("example-pair", "glm-replicas-mtp"),
     ("sim", "sim-replicas"),
     ("sim", "sim-tp"),
+    ("sim", "sim-tp-ray"),
 ]
 
 
@@ -191,6 +192,9 @@ def test_shipped_profiles_plan_clean(inventory, profile):
         assert {entry["memory"]["gpu_memory_utilization"] for entry in result["nodes"].values()} == {share}
         # sim-tp states its heads (sim/model's config.json); the example's illustrative model does not
         assert result["group"]["heads"]["checked"] is (inventory == "sim")
+        # every shipped tensor-parallel profile is on vLLM's own launch but sim-tp-ray, which keeps Ray's units proved
+        assert result["launcher"] == ("ray" if profile == "sim-tp-ray" else "mp")
+        assert (result["ray"] is None) == (result["launcher"] == "mp") and result["fence"]["firewall"] is True
 
 
 def test_example_tp_pair_at_the_share_vllm_uses():
@@ -240,8 +244,24 @@ def test_tp_ray_memory_monitor():
 
 
 def test_tp_executor_backend():
+    # the launcher decides the backend: one that disagrees with it is refused, either way round
     violation = only(run(tp(**{"vllm_options__distributed-executor-backend": "mp"})), "tp_executor_backend")
     assert violation["value"] == "mp" and "World size (2)" in violation["message"]
+    assert "the group's launcher is ray (set by the profile)" in violation["message"]
+    violation = only(run(tp(launcher="mp")), "tp_executor_backend")
+    assert violation["value"] == "ray" and "the group's launcher is mp (set by the profile)" in violation["message"]
+    violation = only(run(tp(launcher=DELETE)), "tp_executor_backend")
+    assert violation["value"] == "ray" and "the group's launcher is mp (the default" in violation["message"]
+    # one that agrees is written once, by the launcher
+    for launcher, backend in (("ray", "ray"), ("mp", "mp")):
+        result = run(tp(launcher=launcher, **{"vllm_options__distributed-executor-backend": backend}))
+        assert result["violations"] == [], launcher
+        for entry in result["nodes"].values():
+            if entry["argv"]:
+                assert entry["argv"].count("--distributed-executor-backend") == 1, launcher
+                assert entry["argv"][entry["argv"].index("--distributed-executor-backend") + 1] == backend
+    # replicas run no group: the option is vLLM's own there
+    assert "tp_executor_backend" not in rules(run(replicas(**{"vllm_options__distributed-executor-backend": "ray"})))
 
 
 def test_tp_heads_divisible():
