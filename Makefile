@@ -116,7 +116,7 @@ test-driver-change: collections
 MOLECULE_SCENARIOS ?= default model_weights nvidia_lockstep
 molecule: molecule-default molecule-others
 
-molecule-default: collections sim-images
+molecule-default: collections sim-images sim-real-image
 	molecule test -s default
 
 molecule-others: collections sim-images
@@ -177,7 +177,7 @@ package: collections
 # their own nodes under their own prefix and subnet. argv-real (every rendered argv through the real vLLM 0.32
 # parser, issue 16 item 6) builds its 2.5 GB venv once per machine under ~/.cache/gb10-serving: 3-4 min cold, under
 # a minute warm (sim/vllm_catalog/README.md); serve-real serves the sim model with it (~1 min).
-TEST_STAGES ?= host sim-images molecule-default+~lint,unit,sanity,package,argv-real,serve-real,molecule-others,integration
+TEST_STAGES ?= host sim-images sim-real-image molecule-default+~lint,unit,sanity,package,argv-real,serve-real,molecule-others,integration
 test:
 	@MAKE="$(MAKE)" scripts/stages.sh $(TEST_STAGES)
 

@@ -19,13 +19,19 @@ for _ in 1 2 3 4 5 6; do
     -d '{"model":"tiny-moe","messages":[{"role":"user","content":"hello"}],"max_tokens":16}' <"$ca" \
     || die "a request through the proxy at https://$PROXY failed"
 done
+# The engines the proxy fronts, as the plan put them in its backend (every replica, or a tensor-parallel group's
+# head alone: a headless rank serves no API): "server NAME ADDRESS:PORT" lines of the first node's haproxy.cfg.
+mapfile -t servers < <(docker exec "$SIM_PREFIX-$(node_name 1)" awk '/^backend vllm$/ {b = 1; next} /^backend / {b = 0}
+  b && $1 == "server" {print $2 " " $3}' /etc/haproxy/haproxy.cfg)
+[ "${#servers[@]}" -gt 0 ] || die "no server in the proxy's backend vllm on $(node_name 1)"
 total_requests=0 total_tokens=0
-printf '\n%-8s %-16s %10s %18s\n' node replica requests generated-tokens
-for i in $(seq 1 "$SIM_NODES"); do
-  metrics=$(docker exec "$client" curl -sf -m 10 "http://$(node_ip "$i"):8000/metrics") || die "no /metrics on $(node_name "$i")"
+printf '\n%-8s %-16s %10s %18s\n' node engine requests generated-tokens
+for server in "${servers[@]}"; do
+  read -r name address <<<"$server"
+  metrics=$(docker exec "$client" curl -sf -m 10 "http://$address/metrics") || die "no /metrics on $name ($address)"
   requests=$(awk '/^vllm:request_success_total/ {s += $NF} END {printf "%d", s}' <<<"$metrics")
   tokens=$(awk '/^vllm:generation_tokens_total/ {s += $NF} END {printf "%d", s}' <<<"$metrics")
-  printf '%-8s %-16s %10s %18s\n' "$(node_name "$i")" "$(node_ip "$i"):8000" "$requests" "$tokens"
+  printf '%-8s %-16s %10s %18s\n' "$name" "$address" "$requests" "$tokens"
   total_requests=$((total_requests + requests)) total_tokens=$((total_tokens + tokens))
 done
 printf '%-8s %-16s %10s %18s\n' all "(summed)" "$total_requests" "$total_tokens"
@@ -34,7 +40,7 @@ printf '%-8s %-16s %10s %18s\n' all "(summed)" "$total_requests" "$total_tokens"
 if [ "${SIM_ASK_CLIENT:-0}" = 1 ]; then
   venv=$("$SIM_ROOT/vllm_catalog/real_venv.sh")
   replicas=()
-  for i in $(seq 1 "$SIM_NODES"); do replicas+=(--replica "http://$(node_ip "$i"):8000"); done
+  for server in "${servers[@]}"; do replicas+=(--replica "http://${server#* }"); done
   "$venv/bin/python" "$SIM_ROOT/vllm_catalog/ask_site.py" --proxy "https://$PROXY" --ca "$ca" --key "$key" \
     --model tiny-moe "${replicas[@]}" || die "the openai client's checks through https://$PROXY failed"
 fi

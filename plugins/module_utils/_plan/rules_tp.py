@@ -56,7 +56,8 @@ def tp_node_ip(ctx):
                 host,
                 "tp_node_ip",
                 str(ip),
-                f"Ray --node-ip-address of {host} is {ip}, outside the fabric subnet {ctx.cidr}: NCCL would route "
+                f"the fabric address of {host} (its rank's address) is {ip}, outside the fabric subnet {ctx.cidr}: "
+                "NCCL would route "
                 f"the collective over another network. Set gb10_fabric_address to {host}'s address on {ctx.cidr}",
             )
     seen = {}
@@ -67,7 +68,7 @@ def tp_node_ip(ctx):
                 host,
                 "tp_node_ip",
                 address,
-                f"{seen[address]} and {host} both have fabric address {address}: every Ray node needs its own "
+                f"{seen[address]} and {host} both have fabric address {address}: every rank needs its own "
                 "address; fix gb10_fabric_address",
             )
         else:

@@ -19,7 +19,8 @@ from __future__ import annotations
 HEAD_ONLY = {
     "gpu_memory_utilization": (
         "--gpu-memory-utilization",
-        "vLLM applies the head's value to every rank",
+        "the group runs one value on every rank (the head's, which a Ray group's vLLM applies to every rank and "
+        "vLLM's own launch gives every rank's argv)",
     ),
     "max_num_seqs": ("--max-num-seqs", "the head's scheduler batches for the whole group"),
 }

@@ -41,8 +41,8 @@ _WATCHED = {
     "ray_head": ("gb10-vllm-tp.service", "tp", ("gb10-ray-head.service", "gb10-vllm-tp.service")),
     "ray_worker": ("gb10-ray-worker.service", "ray-worker", ("gb10-ray-worker.service",)),
     # vLLM's own launch: the head's watchdog probes a generation and restarts the head's engine; a headless rank's
-    # watchdog restarts its rank when the head's engine started after it (a rank of a group that no longer exists
-    # waits forever on its dead head's message queue) or is not running.
+    # watchdog probes the head's /health and restarts its rank once the head stops answering past the start grace
+    # (a rank never stays running against a dead or restarted head).
     "tp_head": ("gb10-vllm-mp.service", "mp", ("gb10-vllm-mp.service",)),
     "tp_rank": ("gb10-vllm-mp-rank.service", "mp-rank", ("gb10-vllm-mp-rank.service",)),
 }
@@ -172,8 +172,9 @@ def site_units():
     phases = [
         [name for watchdog in watchdogs for name in (watchdog["timer"], watchdog["service"])]
         + [name for warm in warms for name in (warm["socket"], warm["service"])],
-        engines,
-        services("ray_worker") + services("tp_rank"),
+        # a headless rank stops with its head, in one phase: neither outlives the other to see its peer vanish
+        engines + services("tp_rank"),
+        services("ray_worker"),
         [unit for unit in services("ray_head") if unit not in engines],
     ]
     return {

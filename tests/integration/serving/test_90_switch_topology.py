@@ -2,11 +2,14 @@
 # Apache-2.0
 """The topology switch (seed 002, "what went wrong during the switch"), driven by playbooks/switch_topology.yml.
 
-Replicas -> tensor_parallel: the model is served split over a real (CPU) Ray cluster, head on spark-1 and worker on
-spark-2 registered at their fabric addresses, through the same proxy URL. Back to replicas with a load generator
-running through the proxy the whole time: the downtime is printed (the playbook's and the clients' view); from the
-first healthy backend on, no request fails. Runs last and leaves the site in replicas with both replicas READY,
-even when it fails.
+Replicas -> tensor_parallel with vLLM's own multi-node launch (sim-tp: the REAL vLLM 0.32 CPU engine, head on
+spark-1 serving, spark-2 --headless, no Ray) through the same proxy URL; the group's ports fenced to its ranks; a
+killed headless rank brings the group back by itself (its watchdogs and systemd, no Ansible); then back to replicas
+with a load generator running through the proxy the whole time: from the first healthy backend on, no request fails.
+Then the Ray launcher (sim-tp-ray) on the stand-in over a real CPU Ray cluster: vLLM 0.32's CPU platform refuses
+Ray ("current platform cpu does not support ray", sim/README.md), so the Ray units' proofs keep the stand-in.
+Each switch prints the time with no healthy backend. Runs last and leaves the site in replicas with both replicas
+READY, even when it fails.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from pathlib import Path
 
 import pytest
 from _api import API_KEY
-from _profile import PROFILE
+from _profile import ENGINE_RESTART_S, PROFILE
 from _third_party import connect_from_third_container
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
+from ansible_collections.gb10.serving.plugins.module_utils._plan import mp as _mp
 from ansible_collections.gb10.serving.plugins.module_utils._plan import ray as _ray
 
 SWITCH = "playbooks/switch_topology.yml"
 NODES = ("spark-1", "spark-2")
+MP_PROFILE, RAY_PROFILE = "sim-tp", "sim-tp-ray"
+MP_UNITS = {"spark-1": ("gb10-vllm-mp.service",), "spark-2": ("gb10-vllm-mp-rank.service",)}
 TP_UNITS = {"spark-1": ("gb10-ray-head.service", "gb10-vllm-tp.service"), "spark-2": ("gb10-ray-worker.service",)}
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -96,31 +102,19 @@ def site(served_sim):
         _restore_replicas(served_sim)
 
 
-def test_switch_to_tensor_parallel_and_back_under_load(site):
-    to_tp = _switch(site, "sim-tp")
-    print(f"\nreplicas -> tensor_parallel: {to_tp}")
-    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
-
-    # The old topology is disabled, not only stopped (seed 002); the new one runs on both nodes.
+def _units_switched(site, units):
+    """The old topology is disabled, not only stopped (seed 002); ``units`` ({node: units}) run, enabled."""
     for node in NODES:
         for unit in ("gb10-vllm.service", "gb10-watchdog-replica.timer"):
             assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
             assert _unit(site, node, unit).get("ActiveState") != "active", (node, unit)
-        for unit in TP_UNITS[node]:
+        for unit in units[node]:
             assert _unit(site, node, unit) == {"ActiveState": "active", "UnitFileState": "enabled"}, (node, unit)
-    alive = json.loads(
-        site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
-    )
-    assert alive == sorted(site.node_ip(node) for node in NODES), alive
-    _assert_ray_fenced(site)
 
-    # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
-    assert set(site.backend_states()) == {"spark-1"}
-    answer = site.chat("hello from the split model")
-    assert answer["choices"][0]["message"]["content"], answer
-    # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
-    # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
 
+def _back_under_load(site, units):
+    """Switch back to the suite's replicas with 4 clients streaming through the proxy; 0 failures after the first
+    healthy backend, the downtime printed; ``units`` of the tensor-parallel topology left disabled."""
     with Load(site.proxy_url, str(site.proxy_ca)) as load:
         time.sleep(5)
         back = _switch(site, PROFILE)
@@ -145,11 +139,123 @@ def test_switch_to_tensor_parallel_and_back_under_load(site):
     assert after, "no request was sent after the first healthy backend came back"
     assert not failed_after, failed_after[:3]
     for node in NODES:
-        for unit in TP_UNITS[node]:
+        for unit in units[node]:
             assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
-        # no Ray in replicas: the firewall's table is gone with it
-        assert site.exec(node, "nft", "list", "table", "inet", "gb10_ray", check=False).returncode != 0, node
+        # no tensor-parallel group in replicas: the firewall's table is gone with it
+        assert site.exec(node, "nft", "list", "table", "inet", "gb10_fabric", check=False).returncode != 0, node
     site.wait_all_ready()
+
+
+def _container_started(site, node, container):
+    """The container's State.StartedAt (docker's RFC 3339 text), or "" where it does not exist."""
+    done = site.exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", container, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _chat_ok(site, timeout=30):
+    try:
+        return bool(site.chat("are you back?", max_tokens=4, timeout=timeout)["choices"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def test_switch_to_tensor_parallel_mp_on_the_real_engine_a_lost_rank_and_back_under_load(site):
+    to_tp = _switch(site, MP_PROFILE)
+    print(f"\nreplicas -> tensor_parallel (mp, real engine): {to_tp}")
+    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
+    _units_switched(site, MP_UNITS)
+    # vLLM's own launch: the rank runs the same engine headless, and no Ray runs anywhere.
+    inspect = ("docker", "inspect", "-f", "{{json .Args}}")
+    rank_argv = json.loads(site.exec("spark-2", *inspect, "gb10-vllm-mp-rank").stdout)
+    head_argv = json.loads(site.exec("spark-1", *inspect, "gb10-vllm-mp").stdout)
+    assert "--headless" in rank_argv and "--headless" not in head_argv, (head_argv, rank_argv)
+    for node in NODES:
+        names = site.exec(node, "docker", "ps", "--format", "{{.Names}}").stdout.split()
+        assert not [name for name in names if name.startswith("gb10-ray")], (node, names)
+    _assert_mp_fenced(site)
+    _assert_hardened(site, "spark-1", "gb10-vllm-mp", ipc="private")
+    _assert_hardened(site, "spark-2", "gb10-vllm-mp-rank", ipc="private")
+
+    # Clients keep their one URL: the proxy now fronts the group's head.
+    assert set(site.backend_states()) == {"spark-1"}
+    answer = site.chat("hello from the split model")
+    assert answer["choices"][0]["message"]["content"] is not None, answer
+
+    # A lost headless rank: the group serves again by itself (systemd and the watchdogs, no Ansible).
+    before = _container_started(site, "spark-2", "gb10-vllm-mp-rank")
+    killed_at = time.monotonic()
+    site.exec("spark-2", "docker", "kill", "gb10-vllm-mp-rank")
+    deadline = killed_at + 2 * ENGINE_RESTART_S + 300
+    back_at = None
+    while time.monotonic() < deadline:
+        if _container_started(site, "spark-2", "gb10-vllm-mp-rank") not in ("", before) and _chat_ok(site):
+            back_at = time.monotonic()
+            break
+        time.sleep(5)
+    journal = site.exec("spark-1", "journalctl", "-u", "gb10-watchdog-mp.service", "--no-pager", "-n", "8").stdout
+    print(
+        f"killed headless rank: the group generated again {None if back_at is None else round(back_at - killed_at)}"
+        f" s after the kill, without Ansible; head's watchdog:\n{journal}"
+    )
+    assert back_at is not None, f"the group did not serve again within {deadline - killed_at:.0f} s of the kill"
+    site.exec("spark-1", "test", "-f", "/run/gb10-warm/mp")  # warmed again before the proxy takes it back
+    _back_under_load(site, MP_UNITS)
+
+
+def _assert_mp_fenced(site):
+    """Issue 35: from a third container on the simulation's network every port vLLM's multi-node launch listens on
+    (the master port on the head, the ranks' sockets in the ephemeral range) is refused, though it listens and the
+    ranks reach each other (the group serves); the proxy answers the same container."""
+    low, high = _mp.DEFAULT_EPHEMERAL
+    head, rank = (site.node_ip(node) for node in NODES)
+    for node, address in (("spark-1", head), ("spark-2", rank)):
+        listening = sorted(
+            {
+                int(line.split()[3].rsplit(":", 1)[1])
+                for line in site.exec(node, "ss", "-ltnH").stdout.splitlines()
+                if len(line.split()) > 3
+            }
+        )
+        fenced = [port for port in listening if port == _mp.DEFAULT_MASTER_PORT or low <= port <= high]
+        if node == "spark-1":
+            assert _mp.DEFAULT_MASTER_PORT in fenced, listening  # the master listens: a refusal below is the firewall
+        seen = connect_from_third_container(site, address, [*fenced, 8080] if node == "spark-1" else fenced)
+        opened = {port: state for port, state in seen.items() if state == "open" and port != 8080}
+        print(f"\nthird container -> {node} {address}: the group's listening ports {fenced}, open: {opened or 'none'}")
+        assert opened == {}, (node, opened)
+        if node == "spark-1":
+            assert seen[8080] == "open", seen[8080]  # the proxy answers it: the network is reachable
+        table = site.exec(node, "nft", "list", "table", "inet", "gb10_fabric").stdout
+        assert head in table and rank in table and f"{low}-{high}" in table, table
+
+
+def test_switch_to_tensor_parallel_over_ray_and_back_under_load(site):
+    to_tp = _switch(site, RAY_PROFILE)
+    print(f"\nreplicas -> tensor_parallel (ray, stand-in): {to_tp}")
+    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
+    _units_switched(site, TP_UNITS)
+    alive = json.loads(
+        site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
+    )
+    assert alive == sorted(site.node_ip(node) for node in NODES), alive
+    _assert_ray_fenced(site)
+
+    # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
+    assert set(site.backend_states()) == {"spark-1"}
+    answer = site.chat("hello from the split model")
+    assert answer["choices"][0]["message"]["content"], answer
+    # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
+    # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
+    _back_under_load(site, TP_UNITS)
+
+
+def _assert_hardened(site, node, container, ipc="host"):
+    """The tensor-parallel containers run with every capability dropped but IPC_LOCK, no new privileges, and the
+    host's IPC (Ray's object store across containers) or their own (``private``: vLLM's own launch)."""
+    host_config = json.loads(site.exec(node, "docker", "inspect", "-f", "{{json .HostConfig}}", container).stdout)
+    caps = {key: [c.removeprefix("CAP_") for c in host_config[key] or []] for key in ("CapDrop", "CapAdd")}
+    assert caps == {"CapDrop": ["ALL"], "CapAdd": ["IPC_LOCK"]}, (container, caps)
+    assert "no-new-privileges" in host_config["SecurityOpt"] and host_config["IpcMode"] == ipc, container
 
 
 def _assert_ray_fenced(site):
@@ -169,7 +275,7 @@ def _assert_ray_fenced(site):
         assert opened == {}, (node, opened)
         if node == "spark-1":
             assert seen[8080] == "open", seen[8080]  # the proxy answers it: the network is reachable
-        table = site.exec(node, "nft", "list", "table", "inet", "gb10_ray").stdout
+        table = site.exec(node, "nft", "list", "table", "inet", "gb10_fabric").stdout
         assert head in table and worker in table, table
     wrong = site.exec(
         "spark-1",
@@ -189,12 +295,7 @@ def _assert_ray_fenced(site):
     print(f"ray.init with a wrong token: rc={wrong.returncode} {(wrong.stderr or wrong.stdout)[-300:]!r}")
     assert wrong.returncode != 0 and "CONNECTED" not in wrong.stdout, wrong.stdout
     for container in ("gb10-ray-head", "gb10-vllm-tp"):
-        host_config = json.loads(
-            site.exec("spark-1", "docker", "inspect", "-f", "{{json .HostConfig}}", container).stdout
-        )
-        caps = {key: [c.removeprefix("CAP_") for c in host_config[key] or []] for key in ("CapDrop", "CapAdd")}
-        assert caps == {"CapDrop": ["ALL"], "CapAdd": ["IPC_LOCK"]}, (container, caps)
-        assert "no-new-privileges" in host_config["SecurityOpt"] and host_config["IpcMode"] == "host", container
+        _assert_hardened(site, "spark-1", container)
     modes = site.exec("spark-1", "stat", "-c", "%a %n", "/var/lib/gb10/ray", "/etc/gb10/serving/ray.env").stdout
     assert modes.split() == ["700", "/var/lib/gb10/ray", "600", "/etc/gb10/serving/ray.env"], modes
 

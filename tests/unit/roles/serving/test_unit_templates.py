@@ -365,8 +365,9 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
             "gb10-vllm-tp.service",
             "gb10-vllm.service",
         ]
-        # the ranks share tensors over host IPC, with no Ray: no --pid into a Ray head, no Ray token
-        assert opts[opts.index("--ipc") + 1] == "host" and "--pid" not in opts
+        # each rank's processes share one container: its own /dev/shm (vLLM's queues took 160 MiB on the sim model,
+        # more than Docker's 64 MiB default), no host IPC, no --pid into a Ray head, no Ray token
+        assert "--ipc" not in opts and opts[opts.index("--shm-size") + 1] == "8g" and "--pid" not in opts
         assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"]
         assert "/etc/gb10/serving/ray.env" not in opts and PLAN_MOUNTS_HF in opts
     # the warm marker is the head's alone: the headless rank serves nothing the proxy waits on

@@ -453,3 +453,59 @@ def test_mp_head_watchdog_probes_its_engine_and_restarts_it_alone_with_no_ray_ch
     assert head["--unit"] == head["--restart"] == "gb10-vllm-mp.service" and head["--container"] == "gb10-vllm-mp"
     assert "--completions-url" in head and head["--grace"] == "1200"
     assert not {"--ray-container", "--ray-peers", "--ray-address", "--raylet-healthz"} & set(head)
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "watchdog"
+
+
+def _rank_tables():
+    # /proc/net/tcp and tcp6 of a simulated node running a headless rank of the real vLLM 0.32 with its group serving
+    # (sim-tp): the rank's connection to its head's store is dual-stack, ::ffff:10.77.0.12 -> ::ffff:10.77.0.11:29501.
+    return [(FIXTURES / f"rank_serving.proc_net_{name}").read_text() for name in ("tcp", "tcp6")]
+
+
+def test_pitfall_headless_rank_hangs_after_its_head_died_is_seen_by_its_store_connection():
+    # Measured on vLLM 0.32: a headless rank whose head died hangs on with no connection left to the head; a
+    # restarted head waits for ranks that never rejoin. The rank's watchdog reads the node's TCP table.
+    tables = _rank_tables()
+    assert watchdog.established_to(tables, "10.77.0.11", 29501)
+    assert not watchdog.established_to(tables, "10.77.0.11", 29502)  # another port
+    assert not watchdog.established_to(tables, "10.77.0.13", 29501)  # another head
+    assert not watchdog.established_to(tables[:1], "10.77.0.11", 29501)  # the IPv4 table alone holds no such line
+    # listening sockets (state 0A) to the same address do not count: only ESTABLISHED (01)
+    listening = tables[1].replace(" 01 ", " 0A ")
+    assert not watchdog.established_to([tables[0], listening], "10.77.0.11", 29501)
+    assert not watchdog.established_to(["garbage\n 0: zz:zz zz:zz 01"], "10.77.0.11", 29501)
+
+
+def test_mp_rank_watchdog_holds_the_heads_store_and_judges_the_heads_health_after_the_engine_grace():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import shipped_plan
+
+    plan = shipped_plan("sim", "sim-tp")
+    argv = _watchdog_argv(plan, "spark-2")
+    assert argv["--master"] == "10.77.0.11:29501"
+    assert argv["--url"] == "http://10.77.0.11:8000/health"
+    assert argv["--url-grace"] == "1200" and argv["--grace"] == "60"
+    assert argv["--restart"] == "gb10-vllm-mp-rank.service" and argv["--container"] == "gb10-vllm-mp-rank"
+    for absent in ("--completions-url", "--key-file", "--raylet-healthz", "--ray-container", "--marker"):
+        assert absent not in argv, absent
+
+
+def test_mp_rank_without_its_heads_store_is_restarted_and_a_loading_head_is_not_counted(tmp_path, monkeypatch):
+    restarted = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 300.0))
+    monkeypatch.setattr(watchdog, "_restart", lambda unit, units, containers: restarted.append(units) or 0)
+    monkeypatch.setattr(watchdog, "_probe", lambda *a, **k: (False, "health: no answer"))
+    connected = {"ok": True}
+    monkeypatch.setattr(watchdog, "_master_check", lambda master: (connected["ok"], "store"))
+    argv = ["--unit", "gb10-vllm-mp-rank.service", "--state", str(tmp_path / "f"), "--grace", "60"]
+    argv += ["--master", "10.77.0.11:29501", "--url", "http://10.77.0.11:8000/health", "--url-grace", "1200"]
+    # within the head's load time a down head is not counted while the store connection holds
+    for _run in range(4):
+        assert watchdog.main(argv) == 0
+    assert restarted == []
+    connected["ok"] = False  # the head died: the connection is gone
+    for _run in range(3):
+        watchdog.main(argv)
+    assert restarted == [["gb10-vllm-mp-rank.service"]]

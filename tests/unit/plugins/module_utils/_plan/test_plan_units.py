@@ -383,9 +383,10 @@ def test_retire_phases_cover_every_managed_unit_once_watchdogs_engines_workers_h
             "gb10-warm-agent-mp.socket",
             "gb10-warm-agent-mp.service",
         ],
-        # the serving engines (the mp head's among them) before the ranks that serve none, the Ray head last
-        ["gb10-vllm.service", "gb10-vllm-tp.service", "gb10-vllm-mp.service"],
-        ["gb10-ray-worker.service", "gb10-vllm-mp-rank.service"],
+        # the serving engines, a headless rank with its head (neither outlives the other to see its peer vanish and
+        # be restarted by Restart=always), then the Ray workers, the Ray head last
+        ["gb10-vllm.service", "gb10-vllm-tp.service", "gb10-vllm-mp.service", "gb10-vllm-mp-rank.service"],
+        ["gb10-ray-worker.service"],
         ["gb10-ray-head.service"],
     ]
 

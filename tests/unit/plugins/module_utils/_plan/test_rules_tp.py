@@ -51,7 +51,7 @@ def test_pitfall_tp_per_node_value_on_a_worker_refused_not_folded():
     assert violation["node"] == "spark-b" and violation["value"] == 0.80
     message = violation["message"]
     assert "nodes.spark-b.gpu_memory_utilization is 0.8" in message
-    assert "vLLM applies the head's value to every rank" in message
+    assert "the group runs one value on every rank" in message
     assert "--gpu-memory-utilization is 0.83, from defaults.gpu_memory_utilization" in message
     assert "Remove nodes.spark-b.gpu_memory_utilization" in message and "at most 0.83" in message
 
