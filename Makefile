@@ -111,8 +111,10 @@ test-driver-change: collections
 	GB10_IT_SIM_REUSE=1 pytest -q -s tests/integration/serving/test_22_driver_change.py
 
 # make test runs every scenario but tensor_parallel: the served-site suite in default's verify already switches
-# that site to tensor parallel over real Ray and back, with the scenario's own Conflicts= and watchdog checks
-# (test_90); the scenario itself costs ~15 more minutes. Each scenario has its own prefix and subnet.
+# that site to tensor parallel over real Ray (the stand-in), then to vLLM's own multi-node launch on the real engine
+# with a lost headless rank, and back, with the scenario's own Conflicts= and watchdog checks (test_90); the scenario
+# itself (GB10_MOLECULE_TP_PROFILE: sim-tp, the mp launcher on the real engine; sim-tp-ray, Ray on the stand-in) costs
+# ~20 more minutes. Each scenario has its own prefix and subnet.
 MOLECULE_SCENARIOS ?= default model_weights nvidia_lockstep
 molecule: molecule-default molecule-others
 
@@ -122,7 +124,7 @@ molecule-default: collections sim-images sim-real-image
 molecule-others: collections sim-images
 	set -e; for s in $(filter-out default,$(MOLECULE_SCENARIOS)); do molecule test -s $$s; done
 
-molecule-tp: collections sim-images
+molecule-tp: collections sim-images sim-real-image
 	molecule test -s tensor_parallel
 
 # What a task costs over the connection with and without pipelining, on a running `make sim` (prints figures).
@@ -174,7 +176,9 @@ package: collections
 # lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
 # at most. Measured on a fresh clone (2 cores, 2026-12-02): molecule-default 27:01, the other part 22:49 of checks
 # (integration 3:09 of it), so molecule-default sets the wall time. Each scenario and the integration suite have
-# their own nodes under their own prefix and subnet. argv-real (every rendered argv through the real vLLM 0.32
+# their own nodes under their own prefix and subnet. sim-real-image (the real vLLM 0.32 CPU engine, which molecule
+# default's prepare publishes and test_90's switch to sim-tp serves) is cached by its recipe's stamp: seconds when
+# current, ~5 min cold. argv-real (every rendered argv through the real vLLM 0.32
 # parser, issue 16 item 6) builds its 2.5 GB venv once per machine under ~/.cache/gb10-serving: 3-4 min cold, under
 # a minute warm (sim/vllm_catalog/README.md); serve-real serves the sim model with it (~1 min).
 TEST_STAGES ?= host sim-images sim-real-image molecule-default+~lint,unit,sanity,package,argv-real,serve-real,molecule-others,integration

@@ -2,14 +2,13 @@
 # Apache-2.0
 """The topology switch (seed 002, "what went wrong during the switch"), driven by playbooks/switch_topology.yml.
 
-Replicas -> tensor_parallel with vLLM's own multi-node launch (sim-tp: the REAL vLLM 0.32 CPU engine, head on
-spark-1 serving, spark-2 --headless, no Ray) through the same proxy URL; the group's ports fenced to its ranks; a
-killed headless rank brings the group back by itself (its watchdogs and systemd, no Ansible); then back to replicas
-with a load generator running through the proxy the whole time: from the first healthy backend on, no request fails.
-Then the Ray launcher (sim-tp-ray) on the stand-in over a real CPU Ray cluster: vLLM 0.32's CPU platform refuses
-Ray ("current platform cpu does not support ray", sim/README.md), so the Ray units' proofs keep the stand-in.
-Each switch prints the time with no healthy backend. Runs last and leaves the site in replicas with both replicas
-READY, even when it fails.
+Replicas -> tensor_parallel over Ray (sim-tp-ray: the stand-in over a real CPU Ray cluster, because vLLM 0.32's CPU
+platform refuses Ray: "current platform cpu does not support ray", sim/README.md): Ray's ports fenced, a wrong token
+refused. Then, under load, Ray -> vLLM's own multi-node launch (sim-tp: the REAL vLLM 0.32 CPU engine, head on spark-1
+serving, spark-2 --headless, no Ray): the group's ports fenced to its ranks; a killed headless rank brings the group
+back by itself (its watchdogs and systemd, no Ansible); then back to replicas under load. Each switch under load: 0
+failed requests from the first healthy backend on, the time with no healthy backend printed. Runs last and leaves
+the site in replicas with both replicas READY, even when it fails.
 """
 
 from __future__ import annotations
@@ -112,17 +111,18 @@ def _units_switched(site, units):
             assert _unit(site, node, unit) == {"ActiveState": "active", "UnitFileState": "enabled"}, (node, unit)
 
 
-def _back_under_load(site, units):
-    """Switch back to the suite's replicas with 4 clients streaming through the proxy; 0 failures after the first
-    healthy backend, the downtime printed; ``units`` of the tensor-parallel topology left disabled."""
+def _switch_under_load(site, profile, expected, old_units):
+    """Switch to ``profile`` with 4 clients streaming through the proxy; ``expected`` (from, to, servers) as the
+    playbook reports it; 0 failures after the first healthy backend, the downtime printed; ``old_units`` ({node:
+    units}) of the old topology left disabled."""
     with Load(site.proxy_url, str(site.proxy_ca)) as load:
         time.sleep(5)
-        back = _switch(site, PROFILE)
+        switched = _switch(site, profile)
         time.sleep(5)
-    print(f"tensor_parallel -> replicas: {back}")
-    assert (back["from"], back["to"], back["servers"]) == ("tensor_parallel", "replicas", list(NODES))
+    print(f"{expected[0]} -> {expected[1]} ({profile}): {switched}")
+    assert (switched["from"], switched["to"], switched["servers"]) == expected
 
-    ready_at = float(back["ready_at"])
+    ready_at = float(switched["ready_at"])
     records = sorted(load.records, key=lambda r: r["start"])
     failed = [r for r in records if not r["ok"]]
     after = [r for r in records if r["start"] >= ready_at]
@@ -131,7 +131,7 @@ def _back_under_load(site, units):
     first_ok_after = next((r["end"] for r in records if r["ok"] and first_fail and r["start"] > first_fail), None)
     print(
         f"load through the proxy: {len(records)} requests, {len(failed)} failed in all; "
-        f"no healthy backend (playbook) {back['no_healthy_backend_s']} s; clients saw errors from "
+        f"no healthy backend (playbook) {switched['no_healthy_backend_s']} s; clients saw errors from "
         f"{0 if first_fail is None else first_fail - records[0]['start']:.1f} s to "
         f"{0 if first_ok_after is None else first_ok_after - records[0]['start']:.1f} s into the run; "
         f"after the first healthy backend: {len(after)} requests, {len(failed_after)} failed"
@@ -139,11 +139,10 @@ def _back_under_load(site, units):
     assert after, "no request was sent after the first healthy backend came back"
     assert not failed_after, failed_after[:3]
     for node in NODES:
-        for unit in units[node]:
+        for unit in old_units[node]:
             assert _unit(site, node, unit).get("UnitFileState") != "enabled", (node, unit)
-        # no tensor-parallel group in replicas: the firewall's table is gone with it
-        assert site.exec(node, "nft", "list", "table", "inet", "gb10_fabric", check=False).returncode != 0, node
-    site.wait_all_ready()
+            assert _unit(site, node, unit).get("ActiveState") in ("inactive", "failed"), (node, unit)
+    return switched
 
 
 def _container_started(site, node, container):
@@ -159,10 +158,27 @@ def _chat_ok(site, timeout=30):
         return False
 
 
-def test_switch_to_tensor_parallel_mp_on_the_real_engine_a_lost_rank_and_back_under_load(site):
-    to_tp = _switch(site, MP_PROFILE)
-    print(f"\nreplicas -> tensor_parallel (mp, real engine): {to_tp}")
-    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
+def test_switch_to_ray_then_to_mp_on_the_real_engine_a_lost_rank_and_back_under_load(site):
+    # Replicas -> tensor parallel over Ray (the stand-in: vLLM 0.32's CPU platform refuses Ray).
+    to_ray = _switch(site, RAY_PROFILE)
+    print(f"\nreplicas -> tensor_parallel (ray, stand-in): {to_ray}")
+    assert (to_ray["from"], to_ray["to"], to_ray["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
+    _units_switched(site, TP_UNITS)
+    alive = json.loads(
+        site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
+    )
+    assert alive == sorted(site.node_ip(node) for node in NODES), alive
+    _assert_ray_fenced(site)
+    # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
+    assert set(site.backend_states()) == {"spark-1"}
+    answer = site.chat("hello from the split model")
+    assert answer["choices"][0]["message"]["content"], answer
+    # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
+    # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
+
+    # Ray -> vLLM's own multi-node launch on the REAL engine, under load: a switch between launchers retires the Ray
+    # units (disable --now) before the group starts again, and the fence follows the launcher.
+    _switch_under_load(site, MP_PROFILE, ("tensor_parallel", "tensor_parallel", ["spark-1"]), TP_UNITS)
     _units_switched(site, MP_UNITS)
     # vLLM's own launch: the rank runs the same engine headless, and no Ray runs anywhere.
     inspect = ("docker", "inspect", "-f", "{{json .Args}}")
@@ -175,8 +191,6 @@ def test_switch_to_tensor_parallel_mp_on_the_real_engine_a_lost_rank_and_back_un
     _assert_mp_fenced(site)
     _assert_hardened(site, "spark-1", "gb10-vllm-mp", ipc="private")
     _assert_hardened(site, "spark-2", "gb10-vllm-mp-rank", ipc="private")
-
-    # Clients keep their one URL: the proxy now fronts the group's head.
     assert set(site.backend_states()) == {"spark-1"}
     answer = site.chat("hello from the split model")
     assert answer["choices"][0]["message"]["content"] is not None, answer
@@ -199,7 +213,13 @@ def test_switch_to_tensor_parallel_mp_on_the_real_engine_a_lost_rank_and_back_un
     )
     assert back_at is not None, f"the group did not serve again within {deadline - killed_at:.0f} s of the kill"
     site.exec("spark-1", "test", "-f", "/run/gb10-warm/mp")  # warmed again before the proxy takes it back
-    _back_under_load(site, MP_UNITS)
+
+    # Back to replicas under load.
+    _switch_under_load(site, PROFILE, ("tensor_parallel", "replicas", list(NODES)), MP_UNITS)
+    for node in NODES:
+        # no tensor-parallel group in replicas: the firewall's table is gone with it
+        assert site.exec(node, "nft", "list", "table", "inet", "gb10_fabric", check=False).returncode != 0, node
+    site.wait_all_ready()
 
 
 def _assert_mp_fenced(site):
@@ -227,26 +247,7 @@ def _assert_mp_fenced(site):
             assert seen[8080] == "open", seen[8080]  # the proxy answers it: the network is reachable
         table = site.exec(node, "nft", "list", "table", "inet", "gb10_fabric").stdout
         assert head in table and rank in table and f"{low}-{high}" in table, table
-
-
-def test_switch_to_tensor_parallel_over_ray_and_back_under_load(site):
-    to_tp = _switch(site, RAY_PROFILE)
-    print(f"\nreplicas -> tensor_parallel (ray, stand-in): {to_tp}")
-    assert (to_tp["from"], to_tp["to"], to_tp["servers"]) == ("replicas", "tensor_parallel", ["spark-1"])
-    _units_switched(site, TP_UNITS)
-    alive = json.loads(
-        site.exec("spark-1", "docker", "exec", "gb10-ray-head", "python3", "-c", RAY_NODES).stdout.splitlines()[-1]
-    )
-    assert alive == sorted(site.node_ip(node) for node in NODES), alive
-    _assert_ray_fenced(site)
-
-    # Clients keep their one URL: the proxy now fronts the tensor-parallel endpoint.
-    assert set(site.backend_states()) == {"spark-1"}
-    answer = site.chat("hello from the split model")
-    assert answer["choices"][0]["message"]["content"], answer
-    # Switching to where the site already is changes nothing: molecule tensor_parallel's converge is this switch and
-    # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
-    _back_under_load(site, TP_UNITS)
+        assert str(_ray.DEFAULT_PORTS["gcs"]) not in table, table  # the fence followed the launcher: no Ray port
 
 
 def _assert_hardened(site, node, container, ipc="host"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jinja2
 import yaml
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gb10.serving.plugins.module_utils._plan import proxy_vip as vip
 
@@ -33,6 +34,7 @@ def render(host="spark-1", vip_interface="eth0", **overrides):
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(ROLE / "templates"), undefined=jinja2.StrictUndefined, trim_blocks=True
     )
+    env.filters["bool"] = boolean  # Ansible's bool filter, as the role's template module has it
     return env.get_template("keepalived.conf.j2").render(
         ansible_managed="Ansible managed",
         inventory_hostname=host,
@@ -75,6 +77,8 @@ def test_every_node_starts_backup_and_a_returning_node_does_not_take_the_address
     instance = block(render(), "vrrp_instance gb10_proxy")
     assert re.search(r"^\s+state BACKUP$", instance, re.M) and re.search(r"^\s+nopreempt$", instance, re.M)
     assert "nopreempt" not in render(proxy_vip_preempt=True)
+    # -e proxy_vip_preempt=false arrives as text: still false (argument_specs type bool checks it, never converts it)
+    assert re.search(r"^\s+nopreempt$", render(proxy_vip_preempt="false"), re.M)
 
 
 def test_the_address_with_its_prefix_on_the_client_interface():
