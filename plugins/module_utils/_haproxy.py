@@ -47,7 +47,7 @@ OP_STATES = {0: "stopped", 1: "starting", 2: "running", 3: "stopping"}
 ADMIN_MAINT = 0x01 | 0x02 | 0x04 | 0x20 | 0x40
 ADMIN_DRAIN = 0x08 | 0x10
 STATES = ("ready", "drain", "maint")
-_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]+\Z")
 
 
 class RuntimeApiError(Exception):

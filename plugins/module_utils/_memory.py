@@ -14,7 +14,7 @@ import re
 GIB = 1024**3
 MIB_PER_GIB = 1024
 
-_SIZE_RE = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kKmMgGtT])?$")
+_SIZE_RE = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kKmMgGtT])?\Z")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 

@@ -12,8 +12,8 @@ import re
 
 from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_model import DIGEST_REF_RE
 
-_BARE = re.compile(r"^[A-Za-z0-9_./:=@,+-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BARE = re.compile(r"^[A-Za-z0-9_./:=@,+-]+\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Flags that would carry a secret on the command line, where `ps`, `docker inspect` and the journal show it.
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 

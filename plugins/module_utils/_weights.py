@@ -29,8 +29,8 @@ CONFIG_FILE = "config.json"
 PARTIAL_SUFFIXES = (".incomplete", ".part")
 HASH_CACHE_VERSION = 1
 _CHUNK = 8 << 20
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+_SHA1 = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def repo_folder(repo_id):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 # What a unit line, haproxy.cfg or keepalived.conf can hold bare: no whitespace, quotes, '%', '$' or '\'.
-PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # The kernel's dev_valid_name: 1..15 bytes (IFNAMSIZ 16 with the NUL), not . or .., no '/', ':' or whitespace.
 IFNAME_MAX = 15
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")

@@ -35,7 +35,7 @@ def api_closed(ctx):
 
 AFFINITY_MODES = ("none", "header", "user")
 # One word of haproxy.cfg (req.fhdr(<name>)) and an HTTP field name.
-HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*\Z")
 # HAProxy refuses 1..100 ("must be 0 or greater than 100"); 0 would turn the bound off. Above 1000 no replica of
 # a small farm is ever bounded.
 BALANCE_FACTOR_RANGE = (101, 1000)

@@ -18,10 +18,10 @@ from .violation import ALL_NODES, violation
 # silently ignores the tag) is refused like a bare tag. Path components as the distribution reference grammar has them.
 DIGEST_REF_RE = re.compile(
     r"^(?P<repo>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)@sha256:(?P<digest>[0-9a-f]{64})$"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)@sha256:(?P<digest>[0-9a-f]{64})\Z"
 )
-_REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REVISION_RE = re.compile(r"^[0-9a-f]{40}\Z")
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # The context ladder's recall checks (plugins/module_utils/_ladder.RECALL_CHECKS: a unit test keeps them equal).
 CONTEXT_RECALLS = ("needle", "prompt_tokens")

@@ -94,3 +94,10 @@ def test_pitfall_secret_on_the_command_line():
     leaks = _units.secret_leaks(["vllm", "serve", "/m", "--api-key", "sk-local-123"], secrets)
     assert len(leaks) == 2 and "--api-key" in leaks[0] and "VLLM_API_KEY" in leaks[1]
     assert _units.secret_leaks(["vllm", "serve", "/m", "--api-key=x"], {}) != []
+
+
+def test_pitfall_trailing_newline_passes_a_dollar_anchor():
+    # Python's `$` matches before a final newline: with it, "serve\n" counted as a bare word and reached the unit
+    # unquoted, a line break in ExecStart=. Every validating pattern ends in \Z (issue 37 item 4).
+    assert _units.systemd_word("serve\n") == '"serve\\n"'
+    assert _units.exec_line(["vllm", "serve\n"]) == 'vllm "serve\\n"'

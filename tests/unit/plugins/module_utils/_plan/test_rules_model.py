@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from _plan_fixtures import DELETE, node, only, replicas, rules, run, tp
+from _plan_fixtures import DELETE, node, only, plan_mod, replicas, rules, run, tp
 
 
 def test_image_not_digest():
@@ -132,3 +132,11 @@ def test_speculative_method_model():
     ngram = replicas(model__mtp_layers=0, speculative__method="ngram", speculative__drafter_gib=0)
     assert run(ngram)["violations"] == []
     assert rules(run(replicas(model__mtp_layers=0, speculative__method="deepseek_mtp"))) == ["speculative_method_model"]
+
+
+def test_pitfall_trailing_newline_in_an_image_ref_or_revision_is_refused():
+    # Python's `$` matches before a final newline: "repo@sha256:<hex>\n" passed the digest rule and reached the unit.
+    ref = "ghcr.io/example-org/spark-vllm@sha256:" + "ab" * 32
+    assert plan_mod.DIGEST_REF_RE.match(ref) and not plan_mod.DIGEST_REF_RE.match(ref + "\n")
+    assert "image_not_digest" in rules(run(tp(**{"image__ref": ref + "\n"})))
+    assert "model_revision_not_pinned" in rules(run(tp(**{"model__revision": "3f9a1c7e5b2d8a4f6c0e1b3d5a7f9c2e4b6d8a0f\n"})))
