@@ -139,4 +139,5 @@ def test_pitfall_trailing_newline_in_an_image_ref_or_revision_is_refused():
     ref = "ghcr.io/example-org/spark-vllm@sha256:" + "ab" * 32
     assert plan_mod.DIGEST_REF_RE.match(ref) and not plan_mod.DIGEST_REF_RE.match(ref + "\n")
     assert "image_not_digest" in rules(run(tp(**{"image__ref": ref + "\n"})))
-    assert "model_revision_not_pinned" in rules(run(tp(**{"model__revision": "3f9a1c7e5b2d8a4f6c0e1b3d5a7f9c2e4b6d8a0f\n"})))
+    revision = "3f9a1c7e5b2d8a4f6c0e1b3d5a7f9c2e4b6d8a0f\n"
+    assert "model_revision_not_pinned" in rules(run(tp(**{"model__revision": revision})))
