@@ -105,15 +105,11 @@ def test_each_variable_the_dockerfile_is_written_with_refuses_a_line_break_and_a
     assert f"serving_image_soname_links holds {json.dumps('nvrtc' + bad)}; set each" in words
 
 
-def test_a_trailing_line_break_in_the_base_slips_past_the_digest_rule_and_is_refused_here(tmp_path):
-    assert si.ref_problem(BASE + "\n") is None  # the digest rule's `$` matches before a trailing line break
+def test_a_trailing_line_break_in_the_base_is_refused_by_the_digest_rule_and_here(tmp_path):
+    # The digest rule's pattern ends in \\Z (Python's `$` matched before a trailing line break and let it through).
+    assert si.ref_problem(BASE + "\n") is not None
     out = checks(tmp_path, serving_image_base_ref=BASE + "\n")
-    assert refusals(out) == [
-        f"localhost: serving_image_base_ref is {json.dumps(BASE + chr(10))}; set <repository>@sha256:<64 hex> (the "
-        "profile's image.ref) without whitespace or a line break. The Dockerfile is written with each as it is: a line "
-        "break would start an instruction of its own, a quote, a space or a shell sign would become arguments or "
-        "commands of their own."
-    ]
+    assert any("serving_image_base_ref" in refusal for refusal in refusals(out)), refusals(out)
 
 
 @pytest.mark.parametrize("sign", [";", "&", "|", "$(id)", "`id`", "?", "*", "("])
