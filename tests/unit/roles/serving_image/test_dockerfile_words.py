@@ -106,7 +106,7 @@ def test_each_variable_the_dockerfile_is_written_with_refuses_a_line_break_and_a
 
 
 def test_a_trailing_line_break_in_the_base_is_refused_by_the_digest_rule_and_here(tmp_path):
-    # The digest rule's pattern ends in \\Z (Python's `$` matched before a trailing line break and let it through).
+    # The digest rule's pattern ends in \Z (Python's `$` matched before a trailing line break and let it through).
     assert si.ref_problem(BASE + "\n") is not None
     out = checks(tmp_path, serving_image_base_ref=BASE + "\n")
     assert any("serving_image_base_ref" in refusal for refusal in refusals(out)), refusals(out)
