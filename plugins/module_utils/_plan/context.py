@@ -156,7 +156,8 @@ def derive(ctx):
         _derive_node(ctx, host)
     _derive_tp_group(ctx)
     for host in ctx.hosts:
-        if ctx.per_node[host]["serves"] or ctx.per_node[host]["role"] == "tp_rank":
+        # every role runs vllm serve but a Ray worker, which the head's engine drives through Ray
+        if ctx.per_node[host]["role"] != "ray_worker":
             ctx.entries[host]["argv"] = _argv.serve_argv(ctx, host)
     return ctx
 
@@ -252,7 +253,10 @@ def _derive_node(ctx, host):
         role = "replica"
         share = _per_node_setting(profile, host, "gpu_memory_utilization", None)
     max_seqs = _per_node_setting(profile, host, "max_num_seqs", None)
-    serves = role in ("replica", "ray_head", "tp_head")
+    # the units this node's role writes and starts, their Conflicts= and watchdogs (units.py); a role serves the API
+    # where it has an engine unit (units.py states which, once)
+    units = _units.node_units(role)
+    serves = units["engine_unit"] is not None
     entry = {"role": role, "argv": [], "env": {}, "ray_start": [], "memory": {}, "facts_source": {}}
     # what the serving units, the proxy and the watchdogs read instead of parsing argv (None: no vLLM here)
     entry["port"] = ctx.port if serves else None
@@ -264,8 +268,7 @@ def _derive_node(ctx, host):
     entry["max_num_seqs"] = (
         max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
     )
-    # the units this node's role writes and starts, their Conflicts= and watchdogs (units.py)
-    entry.update(_units.node_units(role))
+    entry.update(units)
     entry["facts_source"] = dict(node.get("facts_source") or {})
     entry["facts_measured"] = dict(node.get("facts_measured") or {})
     ctx.entries[host] = entry
