@@ -98,7 +98,8 @@ def _current_run_lines(module, unit):
     rc, out, err = module.run_command(["systemctl", "show", "--property=InvocationID", "--value", unit])
     invocation = out.strip()
     if (rc != 0 or not invocation) and module.check_mode:
-        # In check mode on a node where the role has not run yet there is no run to read.
+        # In check mode on a node where the role has not run yet there is no run to read: said, not hidden.
+        module.warn(f"check mode: {unit} has no current run, so whether earlyoom is armed is proven by a real run")
         module.exit_json(
             changed=False,
             armed=None,

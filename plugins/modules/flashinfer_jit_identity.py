@@ -46,8 +46,15 @@ options:
     default: 300
 attributes:
   check_mode:
-    support: none
-    description: It starts a container; in check mode Ansible skips it.
+    support: partial
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    details:
+      - It runs in check mode too, so that check mode refuses what a real run would refuse (issue 37 item 3) - the
+        same throwaway container (C(--rm), never a pull there - C(docker run --pull never)) and the same root-only
+        files in O(scratch_dir) (the environment files, removed after, and the serving unit's build.ninja, kept for
+        the operator), nothing else.
+      - In check mode an image the node does not hold yet is not run - a warning says that the check is made by the
+        real run.
   diff_mode:
     support: none
     description: It writes nothing a diff could show; the differing build.ninja lines are in its message.
@@ -77,7 +84,8 @@ checked:
   elements: str
   returned: success
 same:
-  description: Whether the serving unit writes the prebuild's build.ninja.
+  description: Whether the serving unit writes the prebuild's build.ninja; null in check mode where the node does not
+    hold the image yet.
   type: bool
   returned: success
 sha256:
@@ -126,8 +134,17 @@ def _stamps(cache_dir, image):
     return found
 
 
+def _check_mode_argv(argv):
+    """``docker run`` never pulling (a pull changes the node's images): check mode's own argv."""
+    argv = list(argv)
+    if len(argv) > 1 and argv[1] == "run":
+        argv[2:2] = ["--pull", "never"]
+    return argv
+
+
 def _serving_ninja(module, params, capability):
-    argv = ["timeout", str(params["timeout"]), *params["argv"], "--compute-capability", str(capability)]
+    docker_argv = _check_mode_argv(params["argv"]) if module.check_mode else params["argv"]
+    argv = ["timeout", str(params["timeout"]), *docker_argv, "--compute-capability", str(capability)]
     try:
         for item in params["env_files"]:
             _write_private(item["path"], item.get("content") or "")
@@ -158,13 +175,23 @@ def main():
             "scratch_dir": {"type": "path", "required": True},
             "timeout": {"type": "int", "default": 300},
         },
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     params = module.params
     node = params["node"]
     checked = []
     sha = ""
-    for build_dir, stamp_data in _stamps(params["cache_dir"], params["image"]):
+    stamps = _stamps(params["cache_dir"], params["image"])
+    if stamps and module.check_mode:
+        rc, _out, _err = module.run_command([params["argv"][0], "image", "inspect", params["image"]])
+        if rc != 0:
+            message = (
+                f"{node}: check mode: {params['image']} is not on this node yet, so the FlashInfer build identity"
+                " (the serving unit's build.ninja against the prebuild's) is checked by the real run"
+            )
+            module.warn(message)
+            module.exit_json(changed=False, checked=[], same=None, sha256="", diff=[], message=message)
+    for build_dir, stamp_data in stamps:
         capability = stamp_data.get("compute_capability")
         if not capability:
             module.fail_json(

@@ -20,7 +20,11 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
-    details: Read-only; in check mode an image that does not exist yet (not built) is reported, not probed.
+    details:
+      - It changes nothing on the node but a throwaway C(docker run --rm) container of each image, the same in check
+        mode.
+      - In check mode it never pulls (C(docker run --pull never)) - an image the node does not hold yet (not built,
+        or a base not pulled) is not probed, and a warning says that the gate runs in the real run.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
@@ -66,7 +70,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 passed:
-  description: True when every check held; null in check mode when the image does not exist yet.
+  description: True when every check held; null in check mode when the node does not hold the image or the base.
   type: bool
   returned: always
 moved:
@@ -99,8 +103,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gb10.serving.plugins.module_utils import _serving_image as si
 
 
+def _run(module):
+    """``docker run`` of a throwaway container; in check mode never a pull (a pull changes the node's images)."""
+    return [module.params["docker"], "run", "--rm"] + (["--pull", "never"] if module.check_mode else [])
+
+
 def _probe(module, image, ray):
-    argv = [module.params["docker"], "run", "--rm", "--network", "none", "--entrypoint", module.params["python"]]
+    argv = [*_run(module), "--network", "none", "--entrypoint", module.params["python"]]
     argv += [image, "-c", si.PROBE] + (["--ray"] if ray else [])
     rc, out, err = module.run_command(argv)
     if rc != 0:
@@ -126,13 +135,19 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if module.check_mode and not _exists(module, p["image"]):
-        module.exit_json(changed=False, passed=None, problems=[], msg=f"{p['image']} is not built yet (check mode)")
+    absent = [ref for ref in (p["image"], p["base"]) if module.check_mode and not _exists(module, ref)]
+    if absent:
+        msg = (
+            f"check mode: {', '.join(absent)} not on this node (not built or pulled yet):"
+            " the image gate runs in the real run"
+        )
+        module.warn(msg)
+        module.exit_json(changed=False, passed=None, problems=[], msg=msg)
     base = si.effective_versions(_probe(module, p["base"], ray=False)["distributions"])
     built_probe = _probe(module, p["image"], ray=True)
     built = si.effective_versions(built_probe["distributions"])
     rc, out, err = module.run_command(
-        [p["docker"], "run", "--rm", "--network", "none", "--entrypoint", "ray", p["image"], "--version"]
+        [*_run(module), "--network", "none", "--entrypoint", "ray", p["image"], "--version"]
     )
     diff = si.diff_distributions(base, built)
     critical = si.critical_pin_problems(p["critical_pins"], base, built, p["image"])

@@ -120,3 +120,37 @@ def test_no_stamped_module_for_the_image_runs_no_container(tmp_path):
     seen = []
     result = run_main(identity.main, args(tmp_path, ""), fake_docker(tmp_path / "cache", seen))
     assert not result["failed"] and result["checked"] == [] and seen == []
+
+
+def with_images(local, docker):
+    """``docker`` answering `docker image inspect` for the images in ``local`` (check mode asks before it runs)."""
+
+    def run_command(self, cmd, **kwargs):
+        if cmd[1:3] == ["image", "inspect"]:
+            return (0, "[]", "") if cmd[3] in local else (1, "", f"No such image: {cmd[3]}")
+        return docker(self, cmd, **kwargs)
+
+    return run_command
+
+
+def test_check_mode_still_refuses_and_never_pulls(tmp_path):
+    # Issue 37 item 3: the refusal guards the units a real run writes, so check mode makes it too.
+    cache = tmp_path / "cache"
+    prebuild(cache)
+    seen = []
+    bad = {**args(tmp_path, engine_env(cache, CC=shutil.which("gcc"))), "_ansible_check_mode": True}
+    result = run_main(identity.main, bad, with_images({IMAGE}, fake_docker(cache, seen)))
+    assert result["failed"] and result["msg"].startswith("spark-1: the serving unit would rebuild fused_moe_120")
+    assert seen[0][2:7] == ["/usr/bin/docker", "run", "--pull", "never", "--rm"], seen[0]
+    good = {**args(tmp_path, engine_env(cache, CC="gcc")), "_ansible_check_mode": True}
+    assert not run_main(identity.main, good, with_images({IMAGE}, fake_docker(cache, [])))["failed"]
+
+
+def test_check_mode_says_it_cannot_check_an_image_the_node_does_not_hold(tmp_path):
+    cache = tmp_path / "cache"
+    prebuild(cache)
+    seen = []
+    check = {**args(tmp_path, engine_env(cache, CC="gcc")), "_ansible_check_mode": True}
+    result = run_main(identity.main, check, with_images(set(), fake_docker(cache, seen)))
+    assert not result["failed"] and result["same"] is None and seen == [], result
+    assert any("checked by the real run" in warning for warning in result["warnings_emitted"]), result

@@ -88,3 +88,13 @@ def test_a_package_dpkg_does_not_have_fails_before_anything_is_set(admindir):
     assert "linux-modules-nvidia-580-open-6.17.0-1014-nvidia, only-config" in result["msg"]
     assert result["unknown"] == ["linux-modules-nvidia-580-open-6.17.0-1014-nvidia", "only-config"]
     assert selections(admindir)[DRIVER] == "install"
+
+
+def test_check_mode_counts_a_package_not_installed_yet_as_one_to_hold(admindir):
+    # The install before the hold was simulated (check mode): a real run installs it, then holds it.
+    modules = "linux-modules-nvidia-580-open-6.17.0-1014-nvidia"
+    result = run(admindir, check=True, diff=True, names=[modules, DRIVER, IMAGE])
+    assert not result.get("failed"), result
+    assert result["changed"] and result["changed_packages"] == [modules, DRIVER]
+    assert any("not installed yet" in warning for warning in result["warnings_emitted"]), result
+    assert selections(admindir)[DRIVER] == "install" and modules not in selections(admindir)
