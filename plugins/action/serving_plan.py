@@ -25,19 +25,37 @@ _ARGUMENT_SPEC = {
 }
 
 
-# The proxy role's defaults, which apply where the inventory sets nothing: read from the role, never retyped here.
-_PROXY_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "proxy" / "defaults" / "main.yml"
+# The roles' defaults, which apply where the inventory sets nothing: read from the role, never retyped here.
+_ROLES = Path(__file__).resolve().parents[2] / "roles"
+# Each listener of the collection (exposure.py) and the role variable that sets its port.
+_EXPOSED_PORTS = {
+    "proxy_client": ("proxy", "proxy_port"),
+    "warm_agent": ("gb10", "gb10_warm_agent_port"),
+    "proxy_metrics": ("gb10", "gb10_proxy_metrics_port"),
+    "prometheus": ("monitoring", "monitoring_prometheus_port"),
+    "node_exporter": ("monitoring", "monitoring_node_exporter_port"),
+    "weights_fanout": ("model_weights", "model_weights_fanout_port"),
+    "flashinfer_share": ("flashinfer_jit", "flashinfer_jit_share_port"),
+}
+
+
+def role_defaults(role):
+    """roles/<role>/defaults/main.yml."""
+    return yaml_load((_ROLES / role / "defaults" / "main.yml").read_text(encoding="utf-8")) or {}
 
 
 def affinity_defaults():
     """The proxy_affinity* variables of roles/proxy/defaults/main.yml."""
-    defaults = yaml_load(_PROXY_DEFAULTS.read_text(encoding="utf-8")) or {}
-    return {key: value for key, value in defaults.items() if key.startswith("proxy_affinity")}
+    return {key: value for key, value in role_defaults("proxy").items() if key.startswith("proxy_affinity")}
 
 
 def _affinity(given):
     """The session affinity settings (issue 20, item 3) as the proxy role will use them."""
     return affinity_settings(given, affinity_defaults())
+
+
+def _true(value):
+    return value is True or str(value).lower() in ("true", "yes", "1", "on")
 
 
 class ActionModule(ActionBase):
@@ -84,6 +102,39 @@ class ActionModule(ActionBase):
             "vip_address": given["proxy_vip_address"] or "",
             "fabric_address": given["gb10_fabric_address"] or "",
             "affinity": _affinity(given),
+        }
+
+    def _site(self, hosts, groups, hostvars):
+        """Who may reach what (exposure.py): the proxy and monitoring hosts, every host's fabric address, each
+        node's ports of the collection's listeners (the role's default where the inventory sets none) and the site's
+        openings (gb10_fence_open of the first node)."""
+        roles = {role for role, _ in _EXPOSED_PORTS.values()} | {"monitoring"}
+        defaults = {role: role_defaults(role) for role in roles}
+
+        def value(host, role, variable):
+            given = self._templar.template((hostvars.get(host) or {}).get(variable))
+            return defaults[role].get(variable) if given is None else given
+
+        first = hosts[0] if hosts else None
+        enabled = value(first, "monitoring", "monitoring_enabled") if first else False
+        everyone = sorted(set(hosts) | set(groups.get("gb10_proxy") or []) | set(groups.get("gb10_monitoring") or []))
+        ports = {}
+        for host in hosts:
+            ports[host] = {}
+            for service, (role, variable) in _EXPOSED_PORTS.items():
+                try:
+                    ports[host][service] = int(value(host, role, variable) or 0)
+                except (TypeError, ValueError):
+                    ports[host][service] = 0
+        opened = self._templar.template((hostvars.get(first) or {}).get("gb10_fence_open")) if first else None
+        return {
+            "proxies": list(groups.get("gb10_proxy") or []),
+            "monitoring": list(groups.get("gb10_monitoring") or []) if _true(enabled) else [],
+            "addresses": {
+                host: self._templar.template((hostvars.get(host) or {}).get("gb10_fabric_address")) for host in everyone
+            },
+            "ports": ports,
+            "open": opened if opened is not None else role_defaults("gb10").get("gb10_fence_open", []),
         }
 
     def run(self, tmp=None, task_vars=None):
@@ -137,6 +188,7 @@ class ActionModule(ActionBase):
             ray_head=ray_head,
             ray_workers=ray_workers,
             api=self._api(groups, hostvars),
+            site=self._site(hosts, groups, hostvars),
         )
         result["changed"] = False
         result["plan"] = planned

@@ -28,6 +28,7 @@ from . import rules_ray  # noqa: F401
 from . import rules_memory  # noqa: F401
 from . import rules_proxy_vip  # noqa: F401
 from . import rules_api  # noqa: F401
+from . import rules_exposure  # noqa: F401
 
 # isort: on
 from . import registry
@@ -72,7 +73,17 @@ LADDER_RUNGS = (32768, 131072, 262144)
 LADDER_RECALL = "needle"
 
 
-def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None):
+def plan(
+    profile_name,
+    profiles,
+    nodes,
+    fabric_cidr=None,
+    ray_head=None,
+    ray_workers=(),
+    catalog_dir=None,
+    api=None,
+    site=None,
+):
     """Build the serving plan.
 
     profile_name: the operator's ``serving_profile``; profiles: the inventory's ``serving_profiles``.
@@ -85,8 +96,11 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     fabric_address}`` (whether gb10_api_key is set, never the key), printed and checked by ``rules_api.py``; the
     result's ``api`` adds what clients use (``scheme``, ``url``, ``ca``: ``context.client_api``), which every client
     of the collection reads (bench.yml, roles/proxy_vip); None leaves it out.
+    site: who may reach what (``exposure.py``: the proxy and monitoring hosts, every host's address, the
+    collection's ports, gb10_fence_open); the result's ``exposure`` is ``{host: [entry]}``, what
+    roles/fabric_firewall renders; None leaves it None (roles/fabric_firewall then refuses to run).
     """
-    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api)
+    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api, site)
     result = {
         "profile": profile_name,
         "topology": None,
@@ -98,6 +112,7 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
         "ray": None,
         "mp": None,
         "fence": None,
+        "exposure": None,
         "violations": registry.run(ctx, stage="profile"),
         # site-wide, whatever the profile: a node retires every managed unit that its role does not write
         "units": site_units(),
@@ -129,6 +144,13 @@ def plan(profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_wor
     result["mp"] = mp_launch(ctx)
     # what roles/fabric_firewall lets in only from the group's ranks, for either launcher
     result["fence"] = fabric_fence(ctx)
+    # every port of the collection on each node and who may reach it: what roles/fabric_firewall renders
+    result["exposure"] = ctx.exposure
+    result["exposure_names"] = (
+        {str(address): host for host, address in (ctx.site.get("addresses") or {}).items() if address}
+        if ctx.site is not None
+        else {}
+    )
     result["api"] = dict(ctx.api) if ctx.api is not None else None
     # what the image gate holds the built image to (roles/serving_image), and the context ladder's rungs
     # (playbooks/context_ladder.yml): read here so that no role or playbook reads the profile itself

@@ -15,6 +15,7 @@ import ipaddress
 
 from .. import _memory, _vllm_catalog
 from . import argv as _argv
+from . import exposure as _exposure
 from . import mp as _mp
 from . import ray as _ray
 from . import tp as _tp
@@ -88,9 +89,22 @@ class Context:
     """What the rules read. ``profile`` is None until the profile stage passed."""
 
     def __init__(
-        self, profile_name, profiles, nodes, fabric_cidr=None, ray_head=None, ray_workers=(), catalog_dir=None, api=None
+        self,
+        profile_name,
+        profiles,
+        nodes,
+        fabric_cidr=None,
+        ray_head=None,
+        ray_workers=(),
+        catalog_dir=None,
+        api=None,
+        site=None,
     ):
         self.profile_name = profile_name
+        # Who may reach what (exposure.py): the proxy and monitoring hosts, every host's address, the collection's
+        # ports and the site's openings; None when not known (no fence is planned then).
+        self.site = site
+        self.exposure = None
         # The proxy's public frontend (issue 18) and how clients reach it: {key_set, anonymous, bind, port, tls, scheme,
         # url, ca} (client_api); None when not known.
         self.api = client_api(api)
@@ -159,6 +173,9 @@ def derive(ctx):
         # every role runs vllm serve but a Ray worker, which the head's engine drives through Ray
         if ctx.per_node[host]["role"] != "ray_worker":
             ctx.entries[host]["argv"] = _argv.serve_argv(ctx, host)
+    if ctx.site is not None:
+        serving = {host: entry["port"] for host, entry in ctx.entries.items() if entry["serves"]}
+        ctx.exposure = _exposure.node_exposure(ctx.site, sorted(ctx.nodes), serving, fabric_fence(ctx))
     return ctx
 
 

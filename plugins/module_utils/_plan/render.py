@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from .argv import shell_word
+from .exposure import format_exposure
 from .violation import line
 
 _MEMORY_ROWS = (
@@ -155,6 +156,8 @@ def format_plan(result):
                 high,
             )
         )
+    if result.get("exposure") is not None:
+        lines.extend(format_exposure(result["exposure"], result.get("exposure_names") or {}))
     for host, entry in sorted(result["nodes"].items()):
         lines.append("")
         lines.append(f"== {host} ({entry['role']})")

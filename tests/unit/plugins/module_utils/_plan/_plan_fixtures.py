@@ -108,8 +108,34 @@ def nodes():
     return {"spark-a": node("192.168.200.11", 117500, 1), "spark-b": node("192.168.200.12", 112000, 3)}
 
 
+# The collection's listeners at their roles' defaults (plugins/action/serving_plan.py reads the same files).
+PORTS = {
+    "proxy_client": 8080,
+    "warm_agent": 8009,
+    "proxy_metrics": 8405,
+    "prometheus": 9090,
+    "node_exporter": 9100,
+    "weights_fanout": 18741,
+    "flashinfer_share": 18761,
+}
+
+
+def site(proxies=("spark-a", "spark-b"), monitoring=("spark-a",), addresses=None, ports=None, opened=()):
+    """Who may reach what on the pair, as the serving_plan action hands it to plan() (exposure.py)."""
+    addresses = dict(addresses or {"spark-a": "192.168.200.11", "spark-b": "192.168.200.12"})
+    return {
+        "proxies": list(proxies),
+        "monitoring": list(monitoring),
+        "addresses": addresses,
+        "ports": {host: dict(ports or PORTS) for host in addresses},
+        "open": [dict(o) for o in opened],
+    }
+
+
 def run(profile, node_map=None, name="p", **kwargs):
-    """Plan ``profile`` on the pair (spark-a head, spark-b worker)."""
+    """Plan ``profile`` on the pair (spark-a head, spark-b worker), both proxies, spark-a the monitoring node."""
+    given = node_map if node_map is not None else nodes()
+    kwargs.setdefault("site", site(addresses={h: n.get("fabric_address") for h, n in given.items()}))
     kwargs.setdefault("fabric_cidr", CIDR)
     kwargs.setdefault("ray_head", "spark-a")
     kwargs.setdefault("ray_workers", ["spark-b"])
@@ -199,12 +225,35 @@ def shipped(inventory):
         hostvars.update(_load(base / "host_vars" / f"{host}.yml"))
         node_map[host] = node_inputs.node_input(_render(hostvars, known))
     cidr = group_vars["gb10_fabric_cidr"].replace("{{ gb10_sim_subnet_base }}", known["gb10_sim_subnet_base"])
+    defaults = {}
+    for role in ("gb10", "proxy", "monitoring", "model_weights", "flashinfer_jit"):
+        defaults.update(_load(REPO / "roles" / role / "defaults" / "main.yml"))
+    given = {**defaults, **group_vars}
+    variables = {
+        "proxy_client": "proxy_port",
+        "warm_agent": "gb10_warm_agent_port",
+        "proxy_metrics": "gb10_proxy_metrics_port",
+        "prometheus": "monitoring_prometheus_port",
+        "node_exporter": "monitoring_node_exporter_port",
+        "weights_fanout": "model_weights_fanout_port",
+        "flashinfer_share": "flashinfer_jit_share_port",
+    }
+    exposure_site = {
+        "proxies": list((children.get("gb10_proxy") or {}).get("hosts") or []),
+        "monitoring": list((children.get("gb10_monitoring") or {}).get("hosts") or [])
+        if given.get("monitoring_enabled")
+        else [],
+        "addresses": {host: node_map[host]["fabric_address"] for host in hosts},
+        "ports": {host: {s: int(given[v]) for s, v in variables.items()} for host in hosts},
+        "open": _render(given.get("gb10_fence_open") or [], known),
+    }
     return {
         "profiles": _render(group_vars["serving_profiles"], known),
         "nodes": node_map,
         "fabric_cidr": cidr,
         "ray_head": next(iter(children["gb10_ray_head"]["hosts"])),
         "ray_workers": list(children["gb10_ray_workers"]["hosts"]),
+        "site": exposure_site,
     }
 
 
@@ -213,5 +262,8 @@ def shipped_plan(inventory, profile):
     ``sim-tp-ray``)."""
     site = shipped(inventory)
     return plan_mod.plan(
-        profile, site["profiles"], site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+        profile,
+        site["profiles"],
+        site["nodes"],
+        **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers", "site")},
     )
