@@ -59,7 +59,11 @@ def test_status_shows_the_recorded_figures_per_replica_and_summed(tmp_path, prom
     rc, out = run_task_file(
         tmp_path,
         tmp_path / "tasks.yml",
-        {"__status_prometheus": url, "__status_recorded": last["vars"]["__status_recorded"]},
+        {
+            "__status_prometheus": url,
+            "__status_prometheus_host": "",
+            "__status_recorded": last["vars"]["__status_recorded"],
+        },
         name="status from Prometheus",
     )
     assert rc == 0, out
@@ -78,7 +82,11 @@ def test_status_skips_prometheus_where_monitoring_is_off(tmp_path):
     rc, out = run_task_file(
         tmp_path,
         tmp_path / "tasks.yml",
-        {"__status_prometheus": "", "__status_recorded": last["vars"]["__status_recorded"]},
+        {
+            "__status_prometheus": "",
+            "__status_prometheus_host": "",
+            "__status_recorded": last["vars"]["__status_recorded"],
+        },
         name="status without Prometheus",
     )
     assert rc == 0, out

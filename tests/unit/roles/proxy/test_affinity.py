@@ -268,8 +268,9 @@ def test_a_body_beyond_the_request_buffer_goes_by_least_connections(cluster):
     small = {"model": "m", "user": key, "messages": [{"role": "user", "content": "hi"}]}
     idle(proxy, held=1)
     assert ask(proxy, body=small) == busy  # read from the body: the key's replica
-    # the same key after a prompt longer than HAProxy's 16 KiB request buffer: unread, least connections
-    large = {"model": "m", "messages": [{"role": "user", "content": "x" * 40000}], "user": key}
+    # the same key after a prompt longer than HAProxy's request buffer (proxy_request_buffer): unread, least
+    # connections
+    large = {"model": "m", "messages": [{"role": "user", "content": "x" * 100000}], "user": key}
     idle(proxy, held=1)
     assert ask(proxy, body=large) != busy
     for replica in replicas.values():
@@ -279,14 +280,18 @@ def test_a_body_beyond_the_request_buffer_goes_by_least_connections(cluster):
 
 def test_off_by_default_is_todays_least_connections():
     cfg = render()
-    assert "_affinity" not in cfg and "balance hash" not in cfg and "http-buffer-request" not in cfg
+    assert "_affinity" not in cfg and "balance hash" not in cfg
+    # the body is buffered for the L7 retries (test_l7_retries.py) in the backend, never read for a key
+    assert "req.body" not in cfg and "option http-buffer-request" not in cfg.split("backend vllm", 1)[0]
     assert re.findall(r"^backend (\S+)$", cfg, re.M) == ["vllm"]
 
 
 def test_header_mode_hashes_the_whole_header_and_reads_no_body():
     cfg = render(proxy_affinity="header", proxy_affinity_header="X-Agent-Session")
     assert re.findall(r"^backend (\S+)$", cfg, re.M) == ["vllm", "vllm_affinity"]
-    assert "req.fhdr(X-Agent-Session)" in cfg and "http-buffer-request" not in cfg and "req.body" not in cfg
+    # the key from the header only: the frontend reads no body (the backends buffer it for the L7 retries alone)
+    frontend = cfg.split("frontend gb10_api", 1)[1].split("\nbackend ", 1)[0]
+    assert "req.fhdr(X-Agent-Session)" in cfg and "http-buffer-request" not in frontend and "req.body" not in cfg
     hashed = cfg.split("\nbackend vllm_affinity\n", 1)[1].split("frontend", 1)[0]
     assert "balance hash var(txn.gb10_session)" in hashed and "hash-type consistent" in hashed
     assert "hash-balance-factor 150" in hashed and " check" not in hashed

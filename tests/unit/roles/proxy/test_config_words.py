@@ -43,12 +43,15 @@ TEMPLATE_VARIABLES = {
         "proxy_stats_port",
         "proxy_maxconn",
         "proxy_retries",
+        "proxy_request_buffer",
         "proxy_check_fall",
         "proxy_check_rise",
     ],
     "503-queue.http.j2": ["proxy_timeout_queue"],
     "gb10-server-state.conf.j2": ["proxy_server_state_file", "proxy_admin_state_dir", "proxy_admin_socket"],
 }
+# A list of keywords, each checked against HAProxy's retry-on keywords (test_retry_on_... below).
+LIST_VARIABLES = ["proxy_retry_on"]
 # Used by haproxy.cfg only with session affinity on; the plan's affinity rule reads them too.
 AFFINITY_VARIABLES = ["proxy_affinity_header", "proxy_affinity_balance_factor"]
 BAD = {"a line break": "\n    server evil 203.0.113.66:80", "a quote": '"'}
@@ -141,6 +144,17 @@ def test_session_affinity_values_refuse_a_line_break_and_a_quote(tmp_path, name,
     assert f"{name} is " in refusal(out)
 
 
+@pytest.mark.parametrize(
+    "value", [["conn-failure", "empty-response\n    server evil 203.0.113.66:80"], ["retry-everything"], "502", []]
+)
+def test_retry_on_refuses_a_keyword_haproxy_lacks_and_a_line_break(tmp_path, value):
+    rc, out = preflight(tmp_path, proxy_retry_on=value)
+    assert rc == 2, out[-3000:]
+    msg = refusal(out)
+    assert msg.startswith("localhost: proxy_retry_on is "), msg
+    assert "each entry is one of HAProxy's retry-on keywords" in msg
+
+
 def test_trailing_line_break_in_a_number_is_refused_though_argument_specs_take_it(tmp_path):
     # ansible-core's role argument validation checks int with int(), which strips whitespace, and does not replace
     # the value: "3\n" would be written as it is (fall 3<line break> rise 1: rise on a line of its own).
@@ -183,9 +197,9 @@ def test_every_variable_a_template_writes_is_checked():
     for template in TEMPLATE_VARIABLES:
         written = template_variables(template)
         assert written - {"proxy_affinity"} == set(TEMPLATE_VARIABLES[template]) | (
-            set(AFFINITY_VARIABLES) if template == "haproxy.cfg.j2" else set()
+            set(AFFINITY_VARIABLES + LIST_VARIABLES) if template == "haproxy.cfg.j2" else set()
         ), template
-        for name in written:
+        for name in set(written) - set(LIST_VARIABLES):
             assert name in checked or specs[name].get("choices") or specs[name]["type"] == "bool", name
     assert Path(ROLE / "templates").is_dir() and sorted(p.name for p in (ROLE / "templates").iterdir()) == sorted(
         TEMPLATE_VARIABLES
