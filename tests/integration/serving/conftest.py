@@ -174,8 +174,11 @@ class ServedSim:
             raise RuntimeError(f"{node}: HAProxy runtime API `{command}` failed: {done.stdout}{done.stderr}")
         return done.stdout
 
-    def playbook(self, path, extravars=None, limit=None, check=True, tags=None):
-        """Run a playbook of the checkout on the simulation with ansible-runner (the suite's profile: _profile.py)."""
+    def playbook(self, path, extravars=None, limit=None, check=True, tags=None, cmdline=None):
+        """Run a playbook of the checkout on the simulation with ansible-runner (the suite's profile: _profile.py).
+
+        cmdline: more ansible-playbook options, e.g. "--check --diff" (test_29_check_mode).
+        """
         playbook = Path(path)
         if not playbook.is_absolute():
             playbook = self.repo / playbook
@@ -190,6 +193,7 @@ class ServedSim:
             extravars=variables,
             limit=limit,
             tags=tags,
+            cmdline=cmdline,
             envvars=self.env,
             quiet=True,
         )
