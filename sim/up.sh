@@ -15,7 +15,7 @@ if ! docker network inspect "$SIM_NETWORK" >/dev/null 2>&1; then
   # Fixed addresses (registry .5, hub .6, floating proxy address .10, nodes .11 up) live in the lower half; Docker
   # hands out addresses of its own only from the upper half, so it never gives the floating address to a container.
   docker network create --label "$SIM_LABEL" --subnet "$SIM_SUBNET" --ip-range "$SIM_SUBNET_BASE.128/25" \
-    "$SIM_NETWORK" >/dev/null
+    --gateway "$SIM_GATEWAY_IP" "$SIM_NETWORK" >/dev/null
   say "network $SIM_NETWORK $SIM_SUBNET"
 fi
 

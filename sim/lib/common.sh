@@ -15,6 +15,10 @@ SIM_CPU_SHARES="${SIM_CPU_SHARES:-}"
 SIM_BASE_IMAGE="${SIM_BASE_IMAGE:-gb10-sim-debian:bookworm}"
 SIM_NODE_IMAGE="${SIM_NODE_IMAGE:-gb10-sim-node:latest}"
 SIM_REGISTRY_IP="$SIM_SUBNET_BASE.5"
+# The host's own address on the simulation's network (the bridge), where the tests and tools of the host come from:
+# inventories/sim opens the fence (roles/fabric_firewall) to it. The first address of the network's --ip-range, which
+# is where Docker puts the gateway unless told otherwise; up.sh says so explicitly.
+SIM_GATEWAY_IP="$SIM_SUBNET_BASE.128"
 # The simulation's CA (ca.pem) and, per subnet, the proxy's certificate and key (<base>/proxy.pem): sim/tls.py makes
 # them, inventories/sim reads them from GB10_SIM_TLS_DIR (the Makefile, molecule and the served-site suite export it).
 SIM_TLS_DIR="${GB10_SIM_TLS_DIR:-$SIM_BUILD/tls}"

@@ -136,7 +136,7 @@ def test_mp_table_lets_the_master_port_and_the_ephemeral_range_in_from_the_peers
     assert lines[lines.index("table inet gb10_ray") :][:4] == TABLES
     assert "ip saddr { 10.77.0.11, 10.77.0.12 } tcp dport { 29501, 32768-60999 } accept" in lines
     # the simulation opens a replica's port to its controller (the gateway), on purpose (inventories/sim)
-    assert "ip saddr { 10.77.0.1, 10.77.0.11, 10.77.0.12 } tcp dport { 8000 } accept" in lines
+    assert "ip saddr { 10.77.0.11, 10.77.0.12, 10.77.0.128 } tcp dport { 8000 } accept" in lines
     rank = _lines(_render(plan, host="spark-2"))
     assert "ip saddr { 10.77.0.11, 10.77.0.12 } tcp dport { 32768-60999 } accept" in rank
     assert "6379" not in text and "policy accept;" in text

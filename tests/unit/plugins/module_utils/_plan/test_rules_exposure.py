@@ -113,9 +113,9 @@ def test_the_sim_opens_the_replica_port_and_prometheus_to_its_controller_only():
     plan = shipped_plan("sim", "sim-replicas")
     assert plan["violations"] == []
     spark1 = _by_service(plan, "spark-1")
-    assert spark1["replica"]["from"] == ["10.77.0.1", "10.77.0.11", "10.77.0.12"]
-    assert spark1["prometheus"]["from"] == ["10.77.0.1"]
-    assert "10.77.0.1" not in spark1["warm_agent"]["from"] and "10.77.0.1" not in spark1["node_exporter"]["from"]
+    assert spark1["replica"]["from"] == ["10.77.0.11", "10.77.0.12", "10.77.0.128"]
+    assert spark1["prometheus"]["from"] == ["10.77.0.128"]
+    assert "10.77.0.128" not in spark1["warm_agent"]["from"] and "10.77.0.128" not in spark1["node_exporter"]["from"]
 
 
 def test_the_readme_table_is_the_plans_own():
