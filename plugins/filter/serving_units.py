@@ -26,7 +26,18 @@ def systemd_exec(argv):
 
 
 def serving_docker_run(
-    argv, name, image, env_files=(), mounts=(), capabilities=(), gpus="", extra=(), ipc_host=False, shm_size=""
+    argv,
+    name,
+    image,
+    env_files=(),
+    mounts=(),
+    capabilities=(),
+    gpus="",
+    extra=(),
+    ipc_host=False,
+    shm_size="",
+    secrets_file="",
+    secrets_exec="",
 ):
     return _wrap(
         _units.docker_run_argv,
@@ -40,6 +51,8 @@ def serving_docker_run(
         extra,
         ipc_host,
         shm_size,
+        secrets_file,
+        secrets_exec,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval
+from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval, _units
 
 IN_FLIGHT_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 SMOKE_TOOL = {
@@ -136,7 +136,8 @@ def node_drift(container, image, argv, env):
     drift = []
     if config.get("Image") != image:
         drift.append(f"image {config.get('Image')} -> {image}")
-    running_argv = list(config.get("Entrypoint") or []) + list(config.get("Cmd") or [])
+    # The serving secrets' loader in front of the plan's argv (_units.SECRETS_EXEC_PREFIX) is not vLLM's argv.
+    running_argv = _units.served_command(list(config.get("Entrypoint") or []) + list(config.get("Cmd") or []))
     if [str(word) for word in running_argv] != [str(word) for word in argv]:
         before, after = set(map(str, running_argv)), set(map(str, argv))
         drift.append(

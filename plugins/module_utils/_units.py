@@ -16,6 +16,14 @@ _BARE = re.compile(r"^[A-Za-z0-9_./:=@,+-]+\Z")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Flags that would carry a secret on the command line, where `ps`, `docker inspect` and the journal show it.
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+# Issue 37 item 2: the serving secrets never reach `docker run` as -e/--env-file, whose values `docker inspect` shows
+# (Config.Env) to anyone in the node's docker group. The root-only secrets file is bind-mounted read-only at
+# SECRETS_TARGET and the container's command is roles/serving's files/gb10-secrets-exec (bind-mounted read-only at
+# SECRETS_EXEC_TARGET), run by the image's python3, which loads the file into its environment and exec()s the plan's
+# argv unchanged. -I (isolated): the engine's PYTHONPATH and the working folder cannot shadow the stdlib it imports.
+SECRETS_TARGET = "/run/gb10/secrets.env"
+SECRETS_EXEC_TARGET = "/run/gb10/secrets-exec"
+SECRETS_EXEC_PREFIX = ("python3", "-I", SECRETS_EXEC_TARGET, SECRETS_TARGET, "--")
 
 
 def systemd_word(word):
@@ -49,12 +57,35 @@ def env_file_lines(env):
     return lines
 
 
+def served_command(command):
+    """The program a serving container runs (its Entrypoint + Cmd words), without the secrets wrapper that
+    docker_run_argv puts in front of it where the container gets the serving secrets."""
+    words = [str(word) for word in command]
+    prefix = list(SECRETS_EXEC_PREFIX)
+    return words[len(prefix) :] if words[: len(prefix)] == prefix else words
+
+
 def docker_run_argv(
-    name, image, argv, env_files=(), mounts=(), capabilities=(), gpus="", extra=(), ipc_host=False, shm_size=""
+    name,
+    image,
+    argv,
+    env_files=(),
+    mounts=(),
+    capabilities=(),
+    gpus="",
+    extra=(),
+    ipc_host=False,
+    shm_size="",
+    secrets_file="",
+    secrets_exec="",
 ):
     """The `docker run` of one serving container: host network, every capability dropped and only
     ``capabilities`` added back (a node refuses --privileged), no-new-privileges, removed on exit, the program
     given as --entrypoint so that the image's own ENTRYPOINT (the vLLM images' is `vllm serve`) cannot double it.
+
+    secrets_file: the root-only env file of the serving secrets, never an --env-file (SECRETS_TARGET's comment):
+    mounted read-only at SECRETS_TARGET with ``secrets_exec`` (the node's gb10-secrets-exec) at SECRETS_EXEC_TARGET,
+    and the container runs SECRETS_EXEC_PREFIX + argv.
 
     ipc_host: the host's IPC namespace and /dev/shm (tensor-parallel: Ray's object store and vLLM's Ray driver
     share /dev/shm with the raylet); otherwise a private one of ``shm_size`` (Docker's default 64 MiB when empty).
@@ -64,6 +95,10 @@ def docker_run_argv(
         raise ValueError(f"{name}: the plan gives no command for this container")
     if not DIGEST_REF_RE.match(str(image)):
         raise ValueError(f"{name}: image {image!r} is not pinned by digest (repository@sha256:...)")
+    if secrets_file and not secrets_exec:
+        raise ValueError(f"{name}: the secrets file needs the secrets-exec wrapper that loads it (secrets_exec)")
+    if secrets_file and secrets_file in env_files:
+        raise ValueError(f"{name}: the secrets file is also an --env-file: docker inspect would show its values")
     run = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host"]
     if ipc_host:
         run += ["--ipc", "host"]
@@ -79,9 +114,18 @@ def docker_run_argv(
     for mount in mounts:
         spec = f"{mount['source']}:{mount['target']}" + (":ro" if mount.get("read_only") else "")
         run += ["--volume", spec]
+    command = [str(word) for word in argv]
+    if secrets_file:
+        run += [
+            "--volume",
+            f"{secrets_file}:{SECRETS_TARGET}:ro",
+            "--volume",
+            f"{secrets_exec}:{SECRETS_EXEC_TARGET}:ro",
+        ]
+        command = [*SECRETS_EXEC_PREFIX, *command]
     run += list(extra)
-    run += ["--entrypoint", str(argv[0]), str(image)]
-    run += [str(word) for word in argv[1:]]
+    run += ["--entrypoint", command[0], str(image)]
+    run += command[1:]
     return run
 
 

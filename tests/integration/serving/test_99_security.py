@@ -11,12 +11,23 @@ nowhere but the root-only files meant to hold them: not in any node's journal, u
 plan's output, not in the stdout or events (every task's result, its invocation too) of any playbook this session ran
 (the converge when the fixture made it, the rolling upgrade, the topology switch, ...: they run before this module,
 which is why it is last).
+
+Issue 37 item 2 (the pitfall "secret in docker inspect"): `docker inspect` of every container and image in each node's
+own Docker shows no canary (the engine gets them from the root-only secrets.env, mounted read-only and loaded by
+gb10-secrets-exec, not from -e/--env-file, which land in Config.Env), and no file on a node's disk holds one but the
+root-only files: grep over all of / but /proc, /sys and /dev, /var/lib/docker whole (its containers' configs and
+logs, containerd's runtime bundles under /run, every image layer and each running container's merged view; not
+slow: measured 2026-12-05 on the stand-in's spark-2, 2.0 GB of overlay2 and 954 MB besides, 15 s while a converge
+ran beside it; the real engine's image is 3.1 GB). The time each node's search took is printed. A container created
+there with `--env-file secrets.env` (the old way) was found by both: two lines of its `docker inspect` and its
+/var/lib/docker/containers/<id>/config.v2.json.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +36,25 @@ from _third_party import IMAGE
 
 NODES = ("spark-1", "spark-2")
 ARGV_OF_EVERY_PROCESS = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f" 2>/dev/null; echo; done'
+# What the node's docker group reads: the configuration of every container (Config.Env: -e and --env-file values,
+# Args, Mounts) and of every image.
+INSPECT_EVERYTHING = (
+    'c=$(docker ps -aq); [ -z "$c" ] || docker inspect $c; i=$(docker images -q | sort -u); [ -z "$i" ] || '
+    "docker image inspect $i"
+)
+# grep -rlsF for each argument over the node's whole disk but /proc, /sys and /dev: /var/lib/docker whole too (every
+# container's config, log and layers, and each running container's merged view). -r follows no link and reads no
+# device, FIFO or socket.
+GREP_THE_DISK = r"""
+set -u
+paths=""
+for top in /* /.[!.]*; do
+    case "$top" in /proc|/sys|/dev|'/.[!.]*') ;; *) paths="$paths $top" ;; esac
+done
+# the secrets as patterns on stdin: never in a file on the disk searched, nor split by the shell
+printf '%s\n' "$@" | grep -rlsF -f - -- $paths
+exit 0
+"""
 # Only these may hold a secret: vLLM's root-only env file and the key file HAProxy reads (both 0600 root).
 ALLOWED = {"/etc/gb10/serving/secrets.env", "/etc/haproxy/gb10-api-keys"}
 # Where a node could keep a secret by mistake: configuration, units, logs, the collection's state and scratch.
@@ -121,6 +151,35 @@ def _node_leaks(sim, node, secrets):
         mode = sim.exec(node, "stat", "-c", "%a %U", path, check=False).stdout.strip()
         assert mode in ("", "600 root"), f"{node}:{path} is {mode}, not 600 root"
     return leaks
+
+
+def _docker_and_disk_leaks(sim, node, secrets):
+    """Issue 37 item 2: where ``node``'s docker group or its disk shows a secret (module docstring)."""
+    inspected = sim.exec(node, "sh", "-c", INSPECT_EVERYTHING, timeout=120).stdout
+    assert '"Name": "/gb10-vllm"' in inspected, f"{node}: no gb10-vllm container to inspect"
+    leaks = [
+        f"{node}: docker inspect: {line.strip().replace(s, '***')[:200]}"
+        for s in secrets
+        for line in _lines_with(inspected, s)
+    ]
+    started = time.monotonic()
+    found = sim.exec(node, "sh", "-c", GREP_THE_DISK, "grep-the-disk", *secrets, timeout=900).stdout.split()
+    print(f"\n{node}: the disk searched in {time.monotonic() - started:.0f} s, {len(found)} file(s) hold a secret")
+    return leaks + [f"{node}:{path} (disk)" for path in found if path not in ALLOWED]
+
+
+def test_pitfall_secret_in_docker_inspect_no_container_shows_a_secret_and_no_file_holds_one(served_sim):
+    """Issue 37 item 2: the canaries reach vLLM (401 without the key, 200 with it: the tests above) from the mounted
+    root-only file, and `docker inspect` of any container or image on either node shows neither, nor does any file
+    on either node's disk but the root-only ones (module docstring: what is searched)."""
+    secrets = (API_KEY, CANARY)
+    leaks = []
+    for node in NODES:
+        mounts = json.loads(served_sim.exec(node, "docker", "inspect", "-f", "{{json .Mounts}}", "gb10-vllm").stdout)
+        secret_mounts = [m for m in mounts if m["Destination"] == "/run/gb10/secrets.env"]
+        assert [(m["Source"], m["RW"]) for m in secret_mounts] == [("/etc/gb10/serving/secrets.env", False)], mounts
+        leaks += _docker_and_disk_leaks(served_sim, node, secrets)
+    assert leaks == [], "secrets outside the root-only files:\n" + "\n".join(sorted(set(leaks)))
 
 
 def _lines_with(text, secret, most=3):

@@ -137,6 +137,15 @@ def test_no_drift_when_the_container_runs_the_target():
     assert ru.node_drift(container(), image, argv, {"HF_HUB_OFFLINE": "1", "MAX_JOBS": 2}) == []
 
 
+def test_no_drift_for_the_secrets_loader_in_front_of_the_target_argv():
+    # Issue 37 item 2: a container that gets the serving secrets runs the plan's argv through gb10-secrets-exec.
+    image = "reg/img@sha256:" + "a" * 64
+    argv = ["vllm", "serve", "/snap", "--port", "8000"]
+    wrapped = ["python3", "-I", "/run/gb10/secrets-exec", "/run/gb10/secrets.env", "--", *argv]
+    assert ru.node_drift(container(argv=wrapped), image, argv, {"HF_HUB_OFFLINE": "1"}) == []
+    assert "added /snap2" in ru.node_drift(container(argv=wrapped), image, [*argv[:2], "/snap2", *argv[3:]], {})[0]
+
+
 def test_drift_names_image_argv_and_environment():
     drift = ru.node_drift(
         container(),

@@ -51,6 +51,44 @@ def test_docker_run_uses_host_network_drops_caps_entrypoint_and_digest():
     assert "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro" in argv
 
 
+def test_pitfall_secret_in_docker_inspect_the_secrets_file_is_mounted_and_loaded_never_an_env_file():
+    """Issue 37 item 2: -e/--env-file values are the container's Config.Env, which `docker inspect` shows to the
+    node's docker group. The secrets file is mounted read-only and loaded by gb10-secrets-exec, which execs the plan's
+    argv unchanged; the argv holds no value, only paths."""
+    plan_argv = ["vllm", "serve", "/m", "--port", "8000"]
+    argv = _units.docker_run_argv(
+        "gb10-vllm",
+        IMAGE,
+        plan_argv,
+        env_files=["/etc/gb10/serving/engine.env"],
+        secrets_file="/etc/gb10/serving/secrets.env",
+        secrets_exec="/usr/local/libexec/gb10-secrets-exec",
+        extra=["--pid", "container:gb10-ray-head"],
+    )
+    assert [argv[i + 1] for i, w in enumerate(argv) if w == "--env-file"] == ["/etc/gb10/serving/engine.env"]
+    volumes = [argv[i + 1] for i, w in enumerate(argv) if w == "--volume"]
+    assert volumes == [
+        "/etc/gb10/serving/secrets.env:/run/gb10/secrets.env:ro",
+        "/usr/local/libexec/gb10-secrets-exec:/run/gb10/secrets-exec:ro",
+    ]
+    # the extra options stay options: before --entrypoint
+    assert argv.index("--pid") < argv.index("--entrypoint")
+    assert argv[argv.index("--entrypoint") : argv.index(IMAGE) + 1] == ["--entrypoint", "python3", IMAGE]
+    command = ["python3", *argv[argv.index(IMAGE) + 1 :]]
+    assert command == ["python3", "-I", "/run/gb10/secrets-exec", "/run/gb10/secrets.env", "--", *plan_argv]
+    # what the rolling upgrade compares with the plan (the running container's Entrypoint + Cmd)
+    assert _units.served_command(command) == plan_argv and _units.served_command(plan_argv) == plan_argv
+    # without a secrets file nothing changes: the program is the entrypoint
+    bare = _units.docker_run_argv("gb10-vllm-mp-rank", IMAGE, plan_argv, env_files=["/etc/gb10/serving/engine.env"])
+    assert bare[bare.index("--entrypoint") + 1] == "vllm" and "/run/gb10/secrets.env" not in " ".join(bare)
+    with pytest.raises(ValueError, match="also an --env-file: docker inspect"):
+        _units.docker_run_argv(
+            "x", IMAGE, plan_argv, env_files=["/s.env"], secrets_file="/s.env", secrets_exec="/usr/local/libexec/x"
+        )
+    with pytest.raises(ValueError, match="secrets-exec"):
+        _units.docker_run_argv("x", IMAGE, plan_argv, secrets_file="/s.env")
+
+
 def test_docker_run_tensor_parallel_host_ipc_and_only_the_caps_given():
     argv = _units.docker_run_argv(
         "gb10-ray-head",

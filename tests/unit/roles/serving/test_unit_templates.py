@@ -24,6 +24,13 @@ from serving_render import (
 
 IMAGE = "registry:5000/vllm@sha256:" + "0" * 64
 PLAN_MOUNTS_HF = "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro"
+SECRETS_EXEC = "/usr/local/libexec/gb10-secrets-exec"
+# Issue 37 item 2: the serving secrets and their loader, mounted read-only; the loader runs the plan's argv.
+SECRETS_MOUNTS = [
+    "/etc/gb10/serving/secrets.env:/run/gb10/secrets.env:ro",
+    f"{SECRETS_EXEC}:/run/gb10/secrets-exec:ro",
+]
+LOADER = ["python3", "-I", "/run/gb10/secrets-exec", "/run/gb10/secrets.env", "--"]
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
 from _plan_fixtures import plan_mod, replicas, run, shipped_plan, tp
 
@@ -45,6 +52,7 @@ def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None
         "__serving_image": IMAGE,
         "_serving_engine_env_file": f"{config}/engine.env",
         "_serving_secrets_env_file": f"{config}/secrets.env",
+        "_serving_secrets_exec_bin": SECRETS_EXEC,
         "_serving_ray_env_file": f"{config}/ray.env",
         "_serving_mounts": [
             {"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface", "read_only": True},
@@ -66,6 +74,10 @@ def _render(template, role, argv=None, ray_start=None):
 
 def _opts(argv):
     return argv[: argv.index("--entrypoint")]
+
+
+def _mounts(opts):
+    return [opts[i + 1] for i, w in enumerate(opts) if w == "--volume"]
 
 
 def test_role_vars_mount_the_hf_cache_read_only_and_ray_tmp_under_a_root_only_parent():
@@ -105,6 +117,30 @@ def test_replica_unit_drops_every_capability_and_keeps_a_private_ipc():
     assert "/etc/gb10/serving/ray.env" not in opts
 
 
+def test_pitfall_secret_in_docker_inspect_every_engine_unit_mounts_the_secrets_and_runs_the_plans_argv():
+    """Issue 37 item 2: `docker inspect` shows -e/--env-file values (Config.Env) to the node's docker group, so no
+    unit passes secrets.env as an env file: it is mounted read-only and the loader execs the plan's argv."""
+    plan_argv = ["vllm", "serve", "/m", "--port", "8000"]
+    for template, role in (("gb10-vllm.service.j2", "replica"), ("gb10-vllm-tp.service.j2", "ray_head")):
+        argv = _render(template, role, argv=plan_argv)
+        opts = _opts(argv)
+        assert SECRETS_ENV not in _env_files(opts) and _env_files(opts)[0] == "/etc/gb10/serving/engine.env"
+        assert _mounts(opts)[-2:] == SECRETS_MOUNTS, template
+        assert _command(argv) == [*LOADER, *plan_argv], template
+    # the loader the units mount is the one the role installs, from its files/
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert variables["_serving_secrets_exec_bin"] == SECRETS_EXEC and (ROLE / "files" / "gb10-secrets-exec").is_file()
+    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    copy = next(
+        t["ansible.builtin.copy"]
+        for t in install
+        if t.get("ansible.builtin.copy", {}).get("src") == "gb10-secrets-exec"
+    )
+    assert copy["dest"] == "{{ _serving_secrets_exec_bin }}" and copy["mode"] == "0755"
+    identity = (ROLE / "tasks" / "flashinfer_identity.yml").read_text()
+    assert "secrets_file=_serving_identity_env_files[1].path" in identity
+
+
 def test_ray_units_host_ipc_ipc_lock_only_and_the_token_file_without_the_serving_secrets():
     for role in ("ray_head", "ray_worker"):
         opts = _opts(_render("gb10-ray.service.j2", role, ray_start=["ray", "start", "--block"]))
@@ -122,7 +158,9 @@ def test_tp_engine_unit_joins_the_head_with_host_ipc_and_the_token():
     assert opts[opts.index("--ipc") + 1] == "host" and opts[opts.index("--pid") + 1] == "container:gb10-ray-head"
     assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"]
     env_files = [opts[i + 1] for i, w in enumerate(opts) if w == "--env-file"]
-    assert env_files[-1] == "/etc/gb10/serving/ray.env" and "/etc/gb10/serving/secrets.env" in env_files
+    # the serving secrets through their loader (issue 37 item 2), Ray's token as the Ray units get it
+    assert env_files == ["/etc/gb10/serving/engine.env", "/etc/gb10/serving/ray.env"]
+    assert _mounts(opts)[-2:] == SECRETS_MOUNTS
     assert PLAN_MOUNTS_HF in opts and "--shm-size" not in opts
 
 
@@ -242,6 +280,12 @@ def _command(argv):
     return [argv[argv.index("--entrypoint") + 1], *argv[argv.index(IMAGE) + 1 :]]
 
 
+def _served(argv):
+    """The plan's command in a ``docker run`` argv: the container's command less the secrets' loader, if any."""
+    command = _command(argv)
+    return command[len(LOADER) :] if command[: len(LOADER)] == LOADER else command
+
+
 def _role_loops(plan, host):
     """What configure.yml loops over on ``host``: the role's own vars, templated by Ansible from the plan."""
     from ansible.parsing.dataloader import DataLoader
@@ -293,8 +337,12 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
                 assert opts[opts.index("--name") + 1] == unit["container"]
                 if unit["template"] == "gb10-vllm-mp.service.j2":
                     # each rank runs its own argv from the plan; only the head, which serves the API, gets the secrets
-                    assert _command(_exec_start(text)) == node["argv"], (profile, host)
-                    assert (SECRETS_ENV in _env_files(opts)) == node["serves"], (profile, host)
+                    assert _served(_exec_start(text)) == node["argv"], (profile, host)
+                    assert (SECRETS_MOUNTS[0] in _mounts(opts)) == node["serves"], (profile, host)
+                # issue 37 item 2: no unit passes the serving secrets as an env file (docker inspect shows those)
+                assert SECRETS_ENV not in _env_files(opts), (profile, host, unit["unit"])
+                if SECRETS_MOUNTS[0] in _mounts(opts):
+                    assert _command(_exec_start(text))[: len(LOADER)] == LOADER, (profile, host, unit["unit"])
                 written.append(unit["unit"])
             for watchdog in watchdogs:
                 watched = node["engine_unit"] or units[0]["unit"]
@@ -345,8 +393,10 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
             unit["template"], node["role"], node["argv"], node["ray_start"], item=unit, plan=plan, rank=node["rank"]
         )
         argv = _exec_start(text)
-        assert _command(argv) == node["argv"], host
-        rendered[host] = (text.splitlines(), _opts(argv), _command(argv))
+        assert _served(argv) == node["argv"], host
+        rendered[host] = (text.splitlines(), _opts(argv), _served(argv))
+        # the head's container runs the plan's argv through the secrets' loader, the headless rank's runs it bare
+        assert (_command(argv)[: len(LOADER)] == LOADER) == (host == "spark-1"), host
     head_lines, head_opts, head_cmd = rendered["spark-1"]
     rank_lines, rank_opts, rank_cmd = rendered["spark-2"]
     assert head_cmd[head_cmd.index("--node-rank") + 1] == "0" and "--headless" not in head_cmd
@@ -354,8 +404,9 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
     for cmd in (head_cmd, rank_cmd):
         assert cmd[:2] == ["vllm", "serve"] and cmd[cmd.index("--nnodes") + 1] == "2"
         assert cmd[cmd.index("--master-addr") + 1] == "10.77.0.11" and cmd[cmd.index("--master-port") + 1] == "29501"
-    assert _env_files(head_opts) == ["/etc/gb10/serving/engine.env", SECRETS_ENV]
-    assert _env_files(rank_opts) == ["/etc/gb10/serving/engine.env"]
+    assert _env_files(head_opts) == _env_files(rank_opts) == ["/etc/gb10/serving/engine.env"]
+    # the head gets the secrets through their loader (issue 37 item 2), the headless rank none and no loader
+    assert _mounts(head_opts)[-2:] == SECRETS_MOUNTS and not set(SECRETS_MOUNTS) & set(_mounts(rank_opts))
     for lines, opts in ((head_lines, head_opts), (rank_lines, rank_opts)):
         # one unit set at a time on a node: starting the mp launch stops the Ray launch's units and the replica
         conflicts = next(line for line in lines if line.startswith("Conflicts=")).split("=", 1)[1].split()
