@@ -126,7 +126,7 @@ def build_args(
     arithmetic = (
         f"SIGTERM at mem <= {term:.2f}% (~{mem_total_mib * term / 100 / _GIB_MIB:.1f} GiB of {mem_total_mib} MiB), "
         f"SIGKILL at mem <= {kill:.2f}% (~{mem_total_mib * kill / 100 / _GIB_MIB:.1f} GiB); swap side "
-        f"{swap_term:g}%/{swap_kill:g}% (swappiness {swappiness}, swap {swap_total_mib} MiB)"
+        f"{swap_term:g}%/{swap_kill:g}% (swappiness {int(swappiness)}, swap {int(swap_total_mib)} MiB)"
     )
     return {
         "args": args,
