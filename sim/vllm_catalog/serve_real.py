@@ -149,7 +149,7 @@ def ask(base, key, model, ca=None, metrics_bases=None):
     return checks
 
 
-def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
+def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir, extra=(), cache_root=None):
     # check_argv's reader of plan_output files: the same labels, and a plan with violations has no argv.
     planned = {label: (argv, env) for label, argv, env, _inventory in check_argv.file_argvs(plan_path)}
     label = next((name for name in planned if name.endswith(f"/{node}")), None)
@@ -158,9 +158,12 @@ def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
         return False
     planned_argv, planned_env = planned[label]
     port = free_port()
-    argv = local_argv(planned_argv, model_dir, port)
+    argv = local_argv(planned_argv, model_dir, port) + list(extra)
     key = secrets.token_hex(16)
     env = {**os.environ, **planned_env, "VLLM_API_KEY": key, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
+    if cache_root:
+        # vLLM's cache (its torch.compile artifacts), which the serving role mounts and keeps across restarts
+        env["VLLM_CACHE_ROOT"] = cache_root
     log_path = os.path.join(log_dir, f"{label.replace('/', '.')}.log")
     print(f"[serve-real] {label}: vllm {' '.join(argv)}", flush=True)
     started = time.monotonic()
@@ -175,14 +178,18 @@ def serve_one(plan_path, node, model_dir, kv_gib, timeout_s, log_dir):
             print(f"[serve-real] FAILED {label}: no /health 200 within {timeout_s} s (log {log_path})")
             return False
         start_s = time.monotonic() - started
-        checks = ask(base, key, served_name(planned_argv))
+        try:
+            checks = ask(base, key, served_name(planned_argv))
+        except Exception as failed:  # the engine died under the client (measured: --enforce-eager, issue 36)
+            checks = [("the openai client's checks", False, f"{type(failed).__name__}: {failed} (log {log_path})")]
+        checks_s = time.monotonic() - started - start_s
     finally:
         process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
-    print(f"[serve-real] {label}: /health 200 after {start_s:.1f} s")
+    print(f"[serve-real] {label}: /health 200 after {start_s:.1f} s, the client's checks {checks_s:.1f} s after it")
     for name, ok, detail in checks:
         print(f"[serve-real] {'ok' if ok else 'FAILED'} {label}: {name}: {detail}")
     return all(ok for _name, ok, _detail in checks)
@@ -195,11 +202,18 @@ def main(argv=None):
     parser.add_argument("--kv-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (whole GiB: vLLM reads an int)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to /health 200")
     parser.add_argument("--log-dir", default=".")
+    parser.add_argument("--cache-root", help="VLLM_CACHE_ROOT of the engine (default: vLLM's own, ~/.cache/vllm)")
+    parser.add_argument("--extra", action="append", default=[], help="one more word of the argv (repeatable)")
     args = parser.parse_args(argv)
     ok = True
     for target in args.targets:
         plan_path, _sep, node = target.rpartition(":")
-        ok = serve_one(plan_path, node, args.model_dir, args.kv_gib, args.timeout, args.log_dir) and ok
+        ok = (
+            serve_one(
+                plan_path, node, args.model_dir, args.kv_gib, args.timeout, args.log_dir, args.extra, args.cache_root
+            )
+            and ok
+        )
     return 0 if ok else 1
 
 

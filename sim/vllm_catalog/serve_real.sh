@@ -4,7 +4,8 @@
 # environment). The snapshot is written by sim/model/tiny_moe.py: the bytes the hub serves, which the
 # model_weights role proves on every node by their sha256. Exits 1 naming the check and vLLM's words.
 # Env: those of real_venv.sh; SERVE_REAL_OUT (default sim/build/serve-real): the plan, snapshot and engine logs;
-# SERVE_REAL_NODES (default spark-1): the nodes of sim-replicas whose argv is served, one after the other.
+# SERVE_REAL_NODES (default spark-1): the nodes of sim-replicas whose argv is served, one after the other;
+# SERVE_REAL_ARGS: more options of serve_real.py (e.g. --cache-root DIR --extra=--enforce-eager; make bench-engine-start).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -37,6 +38,8 @@ log "venv $venv, plan and snapshot ready ($((t1 - t0)) s)"
 targets=()
 for node in ${SERVE_REAL_NODES:-spark-1}; do targets+=("$plan:$node"); done
 rc=0
-"$venv/bin/python" "$here/serve_real.py" --model-dir "$snapshot" --log-dir "$out" "${targets[@]}" || rc=$?
+# shellcheck disable=SC2086  # SERVE_REAL_ARGS is a list of words on purpose
+"$venv/bin/python" "$here/serve_real.py" --model-dir "$snapshot" --log-dir "$out" ${SERVE_REAL_ARGS:-} "${targets[@]}" \
+  || rc=$?
 log "done ($(($(date +%s) - t0)) s in all)"
 exit "$rc"
