@@ -53,8 +53,8 @@ attributes:
         same throwaway container (C(--rm), never a pull there - C(docker run --pull never)) and the same root-only
         files in O(scratch_dir) (the environment files, removed after, and the serving unit's build.ninja, kept for
         the operator), nothing else.
-      - In check mode an image the node does not hold yet is not run - a warning says that the check is made by the
-        real run.
+      - In check mode an image the node does not hold yet, or a mount whose source is not on the node yet (a file
+        the real run installs first), is not run - a warning says that the check is made by the real run.
   diff_mode:
     support: none
     description: It writes nothing a diff could show; the differing build.ninja lines are in its message.
@@ -142,6 +142,13 @@ def _check_mode_argv(argv):
     return argv
 
 
+def _missing_mount_sources(argv, own):
+    """The --volume sources of ``argv`` that are not on the node, but the files this module writes itself (``own``):
+    docker would make a missing one as an empty folder, a change check mode must not make."""
+    sources = [argv[i + 1].split(":", 1)[0] for i, word in enumerate(argv[:-1]) if word in ("--volume", "-v")]
+    return [source for source in sources if source not in own and not os.path.exists(source)]
+
+
 def _serving_ninja(module, params, capability):
     docker_argv = _check_mode_argv(params["argv"]) if module.check_mode else params["argv"]
     argv = ["timeout", str(params["timeout"]), *docker_argv, "--compute-capability", str(capability)]
@@ -184,10 +191,14 @@ def main():
     stamps = _stamps(params["cache_dir"], params["image"])
     if stamps and module.check_mode:
         rc, _out, _err = module.run_command([params["argv"][0], "image", "inspect", params["image"]])
-        if rc != 0:
+        own = {item["path"] for item in params["env_files"]}
+        missing = [] if rc != 0 else _missing_mount_sources(params["argv"], own)
+        if rc != 0 or missing:
+            absent = f"{params['image']} is" if rc != 0 else f"{', '.join(missing)} (mounted) are"
             message = (
-                f"{node}: check mode: {params['image']} is not on this node yet, so the FlashInfer build identity"
-                " (the serving unit's build.ninja against the prebuild's) is checked by the real run"
+                f"{node}: check mode: {absent} not on this node yet (a real run puts them there first), so the"
+                " FlashInfer build identity (the serving unit's build.ninja against the prebuild's) is checked by the"
+                " real run"
             )
             module.warn(message)
             module.exit_json(changed=False, checked=[], same=None, sha256="", diff=[], message=message)

@@ -154,3 +154,17 @@ def test_check_mode_says_it_cannot_check_an_image_the_node_does_not_hold(tmp_pat
     result = run_main(identity.main, check, with_images(set(), fake_docker(cache, seen)))
     assert not result["failed"] and result["same"] is None and seen == [], result
     assert any("checked by the real run" in warning for warning in result["warnings_emitted"]), result
+
+
+def test_check_mode_runs_no_container_whose_mount_source_is_not_on_the_node_yet(tmp_path):
+    # docker would make the missing source as an empty folder: a change (a real run installs the file first).
+    cache = tmp_path / "cache"
+    prebuild(cache)
+    seen = []
+    check = {**args(tmp_path, engine_env(cache, CC="gcc")), "_ansible_check_mode": True}
+    missing = str(tmp_path / "libexec" / "gb10-secrets-exec")
+    check["argv"] = [*check["argv"][:3], "--volume", f"{missing}:/gb10/exec:ro", *check["argv"][3:]]
+    result = run_main(identity.main, check, with_images({IMAGE}, fake_docker(cache, seen)))
+    assert not result["failed"] and result["same"] is None and seen == [], result
+    assert any(missing in warning for warning in result["warnings_emitted"]), result
+    assert not (tmp_path / "libexec").exists()
