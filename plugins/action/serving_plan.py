@@ -108,7 +108,7 @@ class ActionModule(ActionBase):
         """Who may reach what (exposure.py): the proxy and monitoring hosts, every host's fabric address, each
         node's ports of the collection's listeners (the role's default where the inventory sets none) and the site's
         openings (gb10_fence_open of the first node)."""
-        roles = {role for role, _ in _EXPOSED_PORTS.values()} | {"monitoring"}
+        roles = {role for role, _variable in _EXPOSED_PORTS.values()} | {"monitoring"}
         defaults = {role: role_defaults(role) for role in roles}
 
         def value(host, role, variable):

@@ -44,7 +44,7 @@ def _listening(sim, node):
         fields = line.split()
         if len(fields) < 4:
             continue
-        address, _, port = fields[3].rpartition(":")
+        address, _colon, port = fields[3].rpartition(":")
         if address.strip("[]").startswith(("127.", "::1")) or "%lo" in address:
             continue
         ports.add(int(port))

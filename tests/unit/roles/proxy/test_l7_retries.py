@@ -95,7 +95,7 @@ def _live(tmp_path, mode):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     proxy.start()
     wait_until(
-        lambda: all(state["up"] for (backend, _), state in servers(proxy).items() if backend == "vllm"),
+        lambda: all(state["up"] for (backend, _server), state in servers(proxy).items() if backend == "vllm"),
         "both up",
         seconds=15,
     )
@@ -113,12 +113,12 @@ def test_the_rendered_backend_retries_on_another_replica():
 def test_pitfall_replica_killed_mid_request_costs_no_request_that_got_no_byte(tmp_path):
     dying, good, proxy = _live(tmp_path, "empty")
     try:
-        seen = [_post(proxy) for _ in range(12)]
+        seen = [_post(proxy) for _request in range(12)]
         assert dying.posts >= 3, f"the proxy sent the dying replica {dying.posts} requests: nothing was retried"
         assert all(status == 200 and '"replica": "spark-2"' in body for status, body in seen), seen
         # a request larger than the buffer cannot be kept for a retry: served as usual, never retried
-        large = [_post(proxy, size=BUFFER * 2) for _ in range(6)]
-        statuses = sorted(str(status) for status, _ in large)
+        large = [_post(proxy, size=BUFFER * 2) for _request in range(6)]
+        statuses = sorted(str(status) for status, _body in large)
         assert "502" in statuses and "200" in statuses, large
     finally:
         proxy.stop()
@@ -130,7 +130,7 @@ def test_pitfall_replica_killed_mid_request_costs_no_request_that_got_no_byte(tm
 def test_a_stream_whose_first_byte_went_out_is_not_retried(tmp_path):
     dying, good, proxy = _live(tmp_path, "stream")
     try:
-        seen = [_post(proxy) for _ in range(8)]
+        seen = [_post(proxy) for _request in range(8)]
         cut = [s for s in seen if s[0] == "cut" or (s[0] == 200 and "spark-2" not in s[1])]
         assert dying.posts >= 1 and len(cut) == dying.posts, (dying.posts, seen)
         assert all(status == 200 and "spark-2" in body for status, body in seen if (status, body) not in cut), seen
