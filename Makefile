@@ -180,9 +180,9 @@ package: collections
 # is the longest part (converge, idempotence, then the served-site suite, which leaves a quarter of the two cores
 # idle), so it starts first at normal priority and every other check runs beside it, one after another, at the
 # lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
-# at most. Measured on a fresh clone (2 cores, 2026-12-05): molecule-default 52:42 (the served-site suite 36:28, with
-# test_90 on the real engine), the other part 32:28 of checks (unit 5:42, molecule-others 10:22, integration 7:40),
-# so molecule-default sets the wall time. Each scenario and the integration suite have
+# at most. Measured on a fresh clone (2 cores, 2026-12-05, 39b0767): molecule-default 50:30 (the served-site suite
+# 37:01, with test_90 on the real engine), the other part 25:25 of checks (unit 5:34, molecule-others 8:42,
+# integration 6:06), so molecule-default sets the wall time. Each scenario and the integration suite have
 # their own nodes under their own prefix and subnet. sim-real-image (the real vLLM 0.32 CPU engine, which molecule
 # default's prepare publishes and test_90's switch to sim-tp serves) is cached by its recipe's stamp: seconds when
 # current, ~5 min cold. argv-real (every rendered argv through the real vLLM 0.32
