@@ -10,7 +10,6 @@ a quote."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import jinja2
@@ -18,6 +17,7 @@ import jinja2.meta
 import pytest
 import yaml
 from task_file_runner import run_role_tasks
+from template_words import refusal
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "fabric_firewall"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -35,12 +35,6 @@ def preflight(tmp_path, **given):
     """(rc, output) of the role's tasks/preflight.yml on localhost, with a plan whose exposure table fences nothing."""
     variables = {"gb10_plan": {"exposure": {"localhost": []}}, **given}
     return run_role_tasks(tmp_path, "fabric_firewall", "preflight", variables, name="The role's preflight")
-
-
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
 
 
 def template_variables(template):

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from task_file_runner import run_task_file
+from template_words import refusal
 
 from ansible_collections.gb10.serving.plugins.module_utils._earlyoom import build_args
 
@@ -60,12 +61,6 @@ def check(tmp_path, **given):
     tasks_file = tmp_path / "check.yml"
     tasks_file.write_text(json.dumps([task]))
     return run_task_file(tmp_path, tasks_file, {**DEFAULTS, **given}, name="The one-word check")
-
-
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
 
 
 def rendered(**given):

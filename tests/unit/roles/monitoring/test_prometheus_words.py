@@ -9,13 +9,12 @@ The targets are the plan's, dumped as YAML by to_nice_yaml. Each variable is tri
 from __future__ import annotations
 
 import json
-import re
 
-import jinja2
-import jinja2.meta
 import pytest
 import yaml
 from monitoring_render import ROLE, render
+from template_words import public_variables as role_public_variables
+from template_words import refusal
 from test_monitoring_preflight import preflight
 
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -40,32 +39,9 @@ TEMPLATE_VARIABLES = {
 GOOD = {**DEFAULTS, "gb10_fabric_address": "10.77.0.11", "monitoring_retention_size": "20GB"}
 
 
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
-
-
-class AnyName(dict):
-    """Every filter or test name known: find_undeclared_variables compiles the source."""
-
-    def __contains__(self, name):
-        return True
-
-    def get(self, name, default=None):
-        return super().get(name) or (lambda *args, **kwargs: None)
-
-
-def public_variables(source, seen=()):
-    """The public variables (monitoring_*, gb10_*) a template reads, directly or through the role's vars/main.yml."""
-    env = jinja2.Environment()
-    env.filters, env.tests = AnyName(env.filters), AnyName(env.tests)
-    names = jinja2.meta.find_undeclared_variables(env.parse(source))
-    found = {n for n in names if n.startswith(("monitoring_", "gb10_")) and n != "gb10_plan"}
-    for name in sorted(n for n in names if n in ROLE_VARS and n not in seen):
-        if isinstance(ROLE_VARS[name], str):
-            found |= public_variables(ROLE_VARS[name], (*seen, name))
-    return found
+def public_variables(source):
+    """The role's public variables ``source`` reads, directly or through vars/main.yml (template_words.py)."""
+    return role_public_variables(source, ROLE_VARS, ("monitoring_", "gb10_"))
 
 
 def test_pitfall_a_line_break_in_the_scrape_interval_adds_a_setting(tmp_path):

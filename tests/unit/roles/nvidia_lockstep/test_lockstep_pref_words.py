@@ -8,14 +8,13 @@ resolves the set and before anything on the node changes. Each is tried with a l
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-import jinja2
-import jinja2.meta
 import pytest
 import yaml
 from task_file_runner import run_task_file
+from template_words import public_variables as role_public_variables
+from template_words import refusal
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "nvidia_lockstep"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -45,40 +44,9 @@ def check(tmp_path, **given):
     return run_task_file(tmp_path, tasks_file, {**DEFAULTS, **given}, name="The one-word check")
 
 
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
-
-
-class AnyName(dict):
-    """Every filter or test name known: find_undeclared_variables compiles the source."""
-
-    def __contains__(self, name):
-        return True
-
-    def get(self, name, default=None):
-        return super().get(name) or (lambda *args, **kwargs: None)
-
-
-def public_variables(source, seen=()):
-    """The role's public variables a template (or a vars/main.yml value) reads, through the role's private vars."""
-    env = jinja2.Environment()
-    env.filters, env.tests = AnyName(env.filters), AnyName(env.tests)  # Ansible's filters (dict2items) parse too
-    names = jinja2.meta.find_undeclared_variables(env.parse(source))
-    found = {n for n in names if n.startswith("nvidia_lockstep_")}
-    for name in sorted(n for n in names if n in ROLE_VARS and n not in seen):
-        for text in strings(ROLE_VARS[name]):
-            found |= public_variables(text, (*seen, name))
-    return found
-
-
-def strings(value):
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v)]
-    return [value] if isinstance(value, str) else []
+def public_variables(source):
+    """The role's public variables ``source`` reads, directly or through vars/main.yml (template_words.py)."""
+    return role_public_variables(source, ROLE_VARS, ("nvidia_lockstep_",))
 
 
 def test_pitfall_newline_in_a_version_adds_a_pin_of_its_own(tmp_path):

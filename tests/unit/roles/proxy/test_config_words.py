@@ -18,6 +18,7 @@ import pytest
 import yaml
 from haproxy_render import NEEDS_HAPROXY, ROLE, LiveHAProxy, render
 from task_file_runner import run_role_tasks
+from template_words import refusal
 
 PLAN = {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}, "serving_hosts": ["localhost"]}
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -68,13 +69,6 @@ def preflight(tmp_path, **given):
         name="The role's preflight",
         hostvars={"gb10_fabric_address": "127.0.0.1"},
     )
-
-
-def refusal(out):
-    """The msg of the failed task (the JSON after FAILED! =>)."""
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
 
 
 def spoiled(name, bad):

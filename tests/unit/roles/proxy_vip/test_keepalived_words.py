@@ -17,6 +17,7 @@ import jinja2.meta
 import pytest
 import yaml
 from task_file_runner import run_task_file
+from template_words import refusal
 from test_keepalived_conf import block, render
 
 from ansible_collections.gb10.serving.plugins.module_utils._plan import proxy_vip as vip
@@ -53,12 +54,6 @@ def check(tmp_path, **given):
     tasks_file.write_text(json.dumps([task]))
     variables = {**DEFAULTS, "gb10_fabric_interface": "eth0", **given}
     return run_task_file(tmp_path, tasks_file, variables, name="The one-word check")
-
-
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
 
 
 def test_pitfall_newline_in_proxy_vip_check_url_adds_directives(tmp_path):

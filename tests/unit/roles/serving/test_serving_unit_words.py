@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import re
 
-import jinja2
-import jinja2.meta
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from serving_render import ROLE, environment, plain_defaults, render_warm_agent, render_watchdog
 from task_file_runner import run_task_file
+from template_words import public_variables as role_public_variables
+from template_words import refusal
 from test_unit_templates import IMAGE, SECRETS_EXEC, UNITS
 
 GB10 = ROLE.parent / "gb10"
@@ -84,42 +84,6 @@ def check(tmp_path, **given):
     return run_task_file(tmp_path, tasks_file, {**GOOD, **given}, name="The serving checks")
 
 
-def refusal(out):
-    found = re.search(r"FAILED! => (\{.*\})$", out, re.M)
-    assert found, out[-3000:]
-    return json.loads(found.group(1))["msg"]
-
-
-class AnyName(dict):
-    """Every filter or test name known: find_undeclared_variables compiles the source."""
-
-    def __contains__(self, name):
-        return True
-
-    def get(self, name, default=None):
-        return super().get(name) or (lambda *args, **kwargs: None)
-
-
-def strings(value):
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v)]
-    return [value] if isinstance(value, str) else []
-
-
-def public_variables(source, seen=()):
-    """The public variables (serving_*, gb10_*) a template reads, directly or through the role's vars/main.yml."""
-    env = jinja2.Environment()
-    env.filters, env.tests = AnyName(env.filters), AnyName(env.tests)
-    names = jinja2.meta.find_undeclared_variables(env.parse(source))
-    found = {n for n in names if n.startswith(("serving_", "gb10_")) and n != "gb10_plan"}
-    for name in sorted(n for n in names if n in ROLE_VARS and n not in seen):
-        for text in strings(ROLE_VARS[name]):
-            found |= public_variables(text, (*seen, name))
-    return found
-
-
 def unit_values(**given):
     """An engine or Ray unit's variables as the role derives them from ``given`` (vars/main.yml's mounts)."""
     values = {**GOOD, **given}
@@ -170,6 +134,11 @@ def render_watchdog_with_warm_up(kind, **given):
 
 def directives(text):
     return [line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def public_variables(source):
+    """The role's public variables ``source`` reads, directly or through vars/main.yml (template_words.py)."""
+    return role_public_variables(source, ROLE_VARS, ("serving_", "gb10_"))
 
 
 def test_pitfall_a_line_break_in_serving_stop_timeout_adds_a_directive(tmp_path):
