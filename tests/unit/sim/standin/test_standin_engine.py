@@ -185,3 +185,32 @@ def test_a_wedged_engine_generates_nothing_and_never_answers():
     worker.join(timeout=1.0)
     assert worker.is_alive() and not done
     assert engine.gate.running == 0
+
+
+def answer(engine, content, **over):
+    pieces, summary = run(engine, chat(messages=[{"role": "user", "content": content}], max_tokens=8, **over))
+    return "".join(text for _kind, text in pieces), summary
+
+
+def test_greedy_answer_follows_prompt_weights_and_dtype_only():
+    """Two replicas on the same weights and dtype answer a prompt alike; another dtype, a changed weight or another
+    prompt answers otherwise (the upgrade's answer check, roles/upgrade_node)."""
+    same = [eng.Engine(config(dtype="bfloat16", weights_digest="w1")) for _ in range(2)]
+    assert answer(same[0], "What is 2+2?")[0] == answer(same[1], "What is 2+2?")[0]
+    assert answer(same[0], "What is 2+2?")[0] != answer(same[0], "Name a colour.")[0]
+    other_dtype = eng.Engine(config(dtype="float16", weights_digest="w1"))
+    other_weights = eng.Engine(config(dtype="bfloat16", weights_digest="w2"))
+    first = answer(same[0], "What is 2+2?")[0]
+    assert answer(other_dtype, "What is 2+2?")[0] != first
+    assert answer(other_weights, "What is 2+2?")[0] != first
+    assert len(first.split()) == 8
+
+
+def test_return_token_ids_gives_one_stable_id_per_piece():
+    engine = eng.Engine(config(weights_digest="w1"))
+    pieces, summary = run(engine, chat(max_tokens=5, return_token_ids=True))
+    body = eng.completion_body("tiny-moe", pieces, summary, 1, eng.new_ids())
+    ids = body["choices"][0]["token_ids"]
+    assert ids == [eng.token_id(text) for _kind, text in pieces] and len(ids) == 5
+    plain = eng.completion_body("tiny-moe", *run(engine, chat(max_tokens=5)), 1, eng.new_ids())
+    assert plain["choices"][0]["token_ids"] is None

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import struct
@@ -86,3 +87,18 @@ def test_progress_line_matches_the_real_log_shape():
     assert SHARD_LINE.match(real)
     assert SHARD_LINE.match(ours)
     assert ours.startswith("Loading safetensors checkpoint shards:  55% Completed | 5/9 [00:13<00:10,")
+
+
+def test_load_fingerprints_every_weight_byte(snapshot):
+    path, names, _total = snapshot
+    first, again = hashlib.sha256(), hashlib.sha256()
+    mdl.load(str(path), lambda _line: None, first)
+    mdl.load(str(path), lambda _line: None, again)
+    assert first.hexdigest() == again.hexdigest()
+    shard = path / names[1]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0x01
+    shard.write_bytes(bytes(data))
+    changed = hashlib.sha256()
+    mdl.load(str(path), lambda _line: None, changed)
+    assert changed.hexdigest() != first.hexdigest()

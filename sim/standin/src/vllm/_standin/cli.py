@@ -10,6 +10,7 @@ mounted cache holds it (jit.py), then the KV cache is sized, refused or made res
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -70,6 +71,8 @@ def main(argv=None):
         config = av.engine_config(given)
         config["kv_cache_dtype"] = given.get("kv_cache_dtype")
         config["api_key"] = given.get("api_key")
+        # What a greedy answer follows besides the prompt (engine.answer_words): the weights and their dtype.
+        config["dtype"] = str(given.get("dtype") or "auto")
         config["kv_cache_memory_bytes"] = (
             av._human_int("--kv-cache-memory-bytes", given["kv_cache_memory_bytes"])
             if given.get("kv_cache_memory_bytes") is not None
@@ -169,7 +172,9 @@ def serve(config):
             reports, ranks = tpmod.start(config, config["model"], log)
             loaded = sum(rank["bytes"] for rank in reports)
         else:
-            loaded, _load_s = mdl.load(config["model"], print)
+            weights = hashlib.sha256()
+            loaded, _load_s = mdl.load(config["model"], print, weights)
+            config["weights_digest"] = weights.hexdigest()
     except (mdl.ModelError, tpmod.TPError) as exc:
         return fail(exc)
     elapsed = time.monotonic() - started

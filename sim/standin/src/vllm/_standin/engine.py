@@ -10,10 +10,18 @@ unless the snapshot's config.json names another under ``gb10_standin_tool_call_f
 auto only a ``--tool-call-parser`` of that format extracts them; any other parser leaves the call as raw text in
 ``content`` with no ``tool_calls`` and finish_reason stop, as vLLM does. A named or required tool choice is
 decoded under a schema (guided decoding) and needs no parser.
+
+Text answers are greedy whatever the temperature (a departure: the real engine samples above 0): up to 16 words
+drawn from a hash of the prompt, the dtype (--dtype) and the weights' fingerprint (every shard byte read at load;
+a tensor-parallel start, whose ranks read the shards, has none and follows the prompt and dtype alone), so two
+replicas on the same snapshot and dtype answer alike and another dtype or a changed weight answers otherwise, as
+the upgrade's answer check needs (roles/upgrade_node). With ``return_token_ids`` the choice carries a stable id
+per piece, as vLLM 0.32's ``token_ids``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -38,6 +46,40 @@ class RequestError(Exception):
 
     def body(self):
         return {"error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}}
+
+
+def prompt_text(messages):
+    """The text of a chat's messages, as the greedy answer reads it (role and content, in order)."""
+    parts = []
+    for message in messages or []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        parts.append(f"{message.get('role', '')}:{content or ''}")
+    return "\n".join(parts)
+
+
+def answer_words(prompt, count, dtype="auto", weights=None):
+    """The greedy answer of ``count`` words: a function of the prompt, the weights' fingerprint and the dtype only.
+
+    The real engine at temperature 0 answers a prompt the same way every time on the same weights, dtype and
+    kernels, and differently where any of them changes (another dtype, a changed weight). The stand-in has no
+    network to run: it draws the words from a hash of exactly those inputs, so two replicas on the same snapshot
+    and dtype agree word for word and a changed dtype or weight gives another answer (engine.py's module doc)."""
+    key = f"{dtype}\0{weights or ''}\0{prompt}".encode()
+    stream = b""
+    counter = 0
+    while len(stream) < count:
+        stream += hashlib.sha256(key + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return [(" " if i else "") + WORDS[stream[i] % len(WORDS)] for i in range(count)]
+
+
+def token_id(text):
+    """A stable token id for one decoded piece (return_token_ids): the same piece, the same id."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % 151_000
 
 
 def _env_float(name, default):
@@ -259,7 +301,7 @@ class Engine:
             )
         return function, prompt, max_tokens
 
-    def pieces(self, function, max_tokens, extracted=True):
+    def pieces(self, function, max_tokens, extracted=True, messages=None):
         """What the request decodes into: ("text", word) pieces, or ("tool", name) then ("args", fragment).
 
         A call the parser cannot extract (``extracted`` false) comes out as the model's raw call text."""
@@ -273,7 +315,10 @@ class Engine:
             frags = [arguments[i : i + cut] for i in range(0, len(arguments), cut)]
             return [("tool", function.get("name", ""))] + [("args", f) for f in frags], "tool_calls"
         count = max(1, min(max_tokens, 16))
-        words = [("text", (" " if i else "") + WORDS[i % len(WORDS)]) for i in range(count)]
+        answer = answer_words(
+            prompt_text(messages), count, self.config.get("dtype", "auto"), self.config.get("weights_digest")
+        )
+        words = [("text", word) for word in answer]
         return words, ("length" if count >= max_tokens else "stop")
 
     def run(self, request, emit):
@@ -292,7 +337,7 @@ class Engine:
             if first:
                 self.sleep(self.warmup_s)
             extracted = parser_extracts(request, self.config, self.tool_call_format)
-            pieces, finish = self.pieces(function, max_tokens, extracted)
+            pieces, finish = self.pieces(function, max_tokens, extracted, request.get("messages"))
             recalled = recall.answer(request.get("messages")) if function is None else None
             if recalled is not None:
                 pieces, finish = [("text", recalled)], "stop"
@@ -316,7 +361,10 @@ class Engine:
         self.metrics.queue.labels(**labels).observe(started - queued)
         self.metrics.ttft.labels(**labels).observe(first_token_at - queued)
         self.metrics.e2e.labels(**labels).observe(done - queued)
-        return {"finish_reason": finish, "prompt_tokens": prompt, "completion_tokens": completion}
+        summary = {"finish_reason": finish, "prompt_tokens": prompt, "completion_tokens": completion}
+        if request.get("return_token_ids"):
+            summary["token_ids"] = [token_id(text) for _kind, text in pieces]
+        return summary
 
 
 def new_ids():
@@ -360,7 +408,7 @@ def completion_body(name, pieces, summary, created, ids):
                 "logprobs": None,
                 "finish_reason": summary["finish_reason"],
                 "stop_reason": None,
-                "token_ids": None,
+                "token_ids": summary.get("token_ids"),
             }
         ],
         "service_tier": None,

@@ -53,8 +53,11 @@ def shard_names(path):
     return names
 
 
-def read_shard(path):
-    """Parse the safetensors header of ``path`` and read every byte; return (tensor count, bytes read)."""
+def read_shard(path, digest=None):
+    """Parse the safetensors header of ``path`` and read every byte; return (tensor count, bytes read).
+
+    ``digest`` (a hashlib object), where given, is fed every byte read: the weights' fingerprint the greedy
+    answers follow (engine.answer_words)."""
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
         head = handle.read(8)
@@ -74,11 +77,16 @@ def read_shard(path):
                 "RuntimeError", f"{path}: incomplete shard ({size} bytes, header describes {8 + length + end})"
             )
         read = 8 + length
+        if digest is not None:
+            digest.update(head)
+            digest.update(json.dumps(header, sort_keys=True).encode())
         while True:
             chunk = handle.read(CHUNK)
             if not chunk:
                 break
             read += len(chunk)
+            if digest is not None:
+                digest.update(chunk)
     return len(tensors), read
 
 
@@ -98,14 +106,16 @@ def format_progress(done, total, elapsed):
     )
 
 
-def load(path, log):
-    """Read every shard of the snapshot at ``path``; log progress as vLLM does; return the bytes read."""
+def load(path, log, digest=None):
+    """Read every shard of the snapshot at ``path``; log progress as vLLM does; return the bytes read.
+
+    ``digest``, where given, is fed every shard's bytes in name order (read_shard)."""
     names = shard_names(path)
     started = time.monotonic()
     total_bytes = 0
     log(format_progress(0, len(names), 0.0))
     for done, name in enumerate(names, start=1):
-        _tensors, read = read_shard(os.path.join(path, name))
+        _tensors, read = read_shard(os.path.join(path, name), digest)
         total_bytes += read
         log(format_progress(done, len(names), time.monotonic() - started))
     return total_bytes, time.monotonic() - started
