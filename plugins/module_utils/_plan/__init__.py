@@ -31,6 +31,7 @@ from . import rules_api  # noqa: F401
 from . import rules_exposure  # noqa: F401
 
 # isort: on
+from .. import _answer_check
 from . import registry
 from .argv import RAY_PORT
 from .context import (
@@ -157,6 +158,12 @@ def plan(
     result["critical_pins"] = dict(ctx.image.get("critical_pins") or {})
     result["context_rungs"] = [int(rung) for rung in ctx.profile.get("context_rungs") or LADDER_RUNGS]
     result["context_recall"] = ctx.profile.get("context_recall") or LADDER_RECALL
+    # the rolling upgrade's answer check (roles/upgrade_node): its greedy prompts, length and tolerance (the
+    # defaults where the profile names none; an unusable one is the answer_check_invalid violation)
+    try:
+        result["answer_check"] = _answer_check.settings(ctx.profile.get("answer_check"))
+    except ValueError:
+        result["answer_check"] = _answer_check.settings(None)
     # what roles/model_weights checks the fetched tokenizer for, before a replica loads the model (tokenizer.py)
     result["tokenizer_needs"] = tokenizer_needs(ctx.options, ctx.catalog)
     return result

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+from .. import _answer_check
 from . import tp as _tp
 from .checks import refuse, refuse_given, unmatched
 from .context import TOPOLOGIES
@@ -299,3 +300,20 @@ def context_recall_unknown(ctx):
         "recall answer must hold the code buried in the prompt, for a model that follows the question; "
         "prompt_tokens: every replica must take the whole prompt in, for one that does not). Leave it out for needle",
     )
+
+
+@rule("answer_check_invalid", pitfall="issue 40: item 4")
+def answer_check_invalid(ctx):
+    """The rolling upgrade's answer check (roles/upgrade_node): the profile's greedy prompts, their length and how
+    many may differ, checked before any node changes (_answer_check.settings says what is wrong)."""
+    given = ctx.profile.get("answer_check")
+    try:
+        _answer_check.settings(given)
+    except ValueError as err:
+        yield violation(
+            ALL_NODES,
+            "answer_check_invalid",
+            given,
+            f"{err}. Leave answer_check out for the default set ({len(_answer_check.DEFAULT_PROMPTS)} prompts, "
+            f"{_answer_check.DEFAULT_MAX_TOKENS} tokens each, none may differ)",
+        )

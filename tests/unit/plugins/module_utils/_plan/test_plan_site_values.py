@@ -78,3 +78,33 @@ def test_context_recall_unknown():
     (found,) = result["violations"]
     assert (found["node"], found["rule"], found["value"]) == ("all", "context_recall_unknown", "echo")
     assert found["message"].startswith("context_recall is 'echo': the context ladder knows needle, prompt_tokens")
+
+
+def test_plan_carries_the_answer_check_defaults_unless_the_profile_names_its_own():
+    from ansible_collections.gb10.serving.plugins.module_utils import _answer_check
+
+    assert shipped_plan("sim", "sim-replicas")["answer_check"] == _answer_check.settings(None)
+
+
+def test_answer_check_invalid():
+    # The upgrade's answer check with a tolerance as large as its prompt set checks nothing: refused before any node.
+    site = shipped("sim")
+    profiles = copy.deepcopy(site["profiles"])
+    profiles["sim-replicas"]["answer_check"] = {"prompts": ["What is 2+2?"], "tolerance": 1}
+    result = plan_mod.plan(
+        "sim-replicas", profiles, site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+    )
+    (found,) = result["violations"]
+    assert (found["node"], found["rule"]) == ("all", "answer_check_invalid")
+    assert found["message"].startswith(
+        "answer_check.tolerance is 1: how many of the 1 prompts may answer differently, an integer from 0 to 0."
+    )
+    assert "Leave answer_check out for the default set (4 prompts, 8 tokens each, none may differ)" in found["message"]
+    own = copy.deepcopy(site["profiles"])
+    own["sim-replicas"]["answer_check"] = {"prompts": ["What is 2+2?", "Name a colour."], "max_tokens": 4}
+    planned = plan_mod.plan(
+        "sim-replicas", own, site["nodes"], **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers")}
+    )
+    assert planned["violations"] == []
+    assert planned["answer_check"]["prompts"] == ["What is 2+2?", "Name a colour."]
+    assert planned["answer_check"]["max_tokens"] == 4
