@@ -29,6 +29,7 @@ from . import rules_memory  # noqa: F401
 from . import rules_proxy_vip  # noqa: F401
 from . import rules_api  # noqa: F401
 from . import rules_exposure  # noqa: F401
+from . import rules_fabric  # noqa: F401
 
 # isort: on
 from .. import _answer_check
@@ -46,6 +47,7 @@ from .context import (
     ray_fence,
     snapshot_dir,
 )
+from .fabric import fabric_check
 from .render import format_plan
 from .rules_model import DIGEST_REF_RE
 from .tokenizer import tokenizer_needs
@@ -166,4 +168,7 @@ def plan(
         result["answer_check"] = _answer_check.settings(None)
     # what roles/model_weights checks the fetched tokenizer for, before a replica loads the model (tokenizer.py)
     result["tokenizer_needs"] = tokenizer_needs(ctx.options, ctx.catalog)
+    # what node_preflight measures a tensor-parallel group's fabric against before it starts (issue 39 item 3):
+    # each rank's interface and address, the MTU, the bandwidth floor and iperf3's seconds; None in replicas
+    result["fabric"] = fabric_check(ctx)
     return result

@@ -37,3 +37,14 @@ def test_pitfall_memory_admitted_by_free_not_available_drop_is_opt_in():
     defaults = yaml.safe_load(DEFAULTS.read_text())
     assert defaults["serving_memory_admission"] is True
     assert defaults["serving_drop_caches"] is False
+
+
+def test_pitfall_fabric_far_below_rated_speed_measured_before_units_are_written():
+    main = yaml.safe_load((REPO / "roles" / "serving" / "tasks" / "main.yml").read_text())
+    names = [
+        (task.get("ansible.builtin.import_tasks") or task.get("ansible.builtin.include_tasks") or {}).get("file")
+        for task in main
+    ]
+    assert names.index("install.yml") < names.index("fabric.yml") < names.index("configure.yml")
+    fabric = yaml.safe_load((REPO / "roles" / "serving" / "tasks" / "fabric.yml").read_text())
+    assert fabric[0]["ansible.builtin.apt"]["name"] == "iperf3"

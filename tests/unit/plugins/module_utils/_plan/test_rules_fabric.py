@@ -1,0 +1,60 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Issue 39, items 3 and 4: the fabric values a tensor-parallel group is measured against, and the NCCL its ranks
+load (vllm-project/vllm#42354, #41725, #52504)."""
+
+from __future__ import annotations
+
+from _plan_fixtures import mp, only, replicas, rules, run, tp
+
+
+def test_fabric_settings():
+    found = only(run(mp(fabric={"mtu": 12000})), "fabric_settings")
+    assert "fabric.mtu is 12000" in found["message"]
+    found = only(run(mp(fabric={"bandwidth_floor_gbit": "fast"})), "fabric_settings")
+    assert "fabric.bandwidth_floor_gbit is 'fast'" in found["message"]
+    assert rules(run(mp(fabric={"measure_seconds": 0}))) == ["fabric_settings"]
+
+
+def test_pitfall_fabric_plan_entry_names_every_rank():
+    result = run(mp(fabric={"mtu": 9000, "bandwidth_floor_gbit": 40}))
+    assert result["violations"] == []
+    fabric = result["fabric"]
+    assert fabric["head"] == "spark-a" and set(fabric["ranks"]) == {"spark-a", "spark-b"}
+    assert fabric["ranks"]["spark-b"]["interface"] == "enp1s0f0np0"
+    assert fabric["mtu"] == 9000 and fabric["bandwidth_floor_gbit"] == 40.0 and fabric["measure_seconds"] == 3
+    # the GB10 default floor (dgx-spark-playbooks#102's ~3 GB/s link is below it), no MTU stated
+    default = run(mp())["fabric"]
+    assert default["mtu"] is None and default["bandwidth_floor_gbit"] == 25.0
+    assert run(replicas())["fabric"] is None
+
+
+def test_tp_nccl_below_minimum():
+    found = only(run(mp(image__critical_pins={"nvidia-nccl-cu13": "2.28.9"})), "tp_nccl_below_minimum")
+    assert "pinned to nvidia-nccl-cu13 2.28.9, below 2.30.4" in found["message"]
+    assert "vllm-project/vllm#52504" in found["message"] and "enforce-eager" in found["message"]
+
+
+def test_pitfall_nccl_builds_differ_minimum_holds_with_graphs_only():
+    pins = {"nvidia_nccl_cu13": "2.28.9"}
+    assert rules(run(mp(image__critical_pins=pins, **{"vllm_options__enforce-eager": True}))) == []
+    assert (
+        rules(run(mp(image__critical_pins=pins, **{"vllm_options__compilation-config": {"cudagraph_mode": "NONE"}})))
+        == []
+    )
+    assert rules(run(mp(image__critical_pins={"nvidia-nccl-cu13": "2.30.4"}))) == []
+    # a profile's own minimum
+    found = only(
+        run(mp(image__critical_pins={"nvidia-nccl-cu13": "2.30.4"}, image__nccl_min_version="2.30.7")),
+        "tp_nccl_below_minimum",
+    )
+    assert "below 2.30.7" in found["message"]
+    # replicas run no collective across nodes
+    assert rules(run(replicas(image__critical_pins=pins))) == []
+
+
+def test_tp_nccl_outside_image():
+    found = only(run(tp(env={"VLLM_NCCL_SO_PATH": "/usr/lib/aarch64-linux-gnu/libnccl.so.2"})), "tp_nccl_outside_image")
+    assert "vllm-project/vllm#41725" in found["message"] and found["node"] == "all"
+    assert rules(run(tp(env={"LD_PRELOAD": "/usr/lib/aarch64-linux-gnu/libnccl.so.2"}))) == ["tp_nccl_outside_image"]
+    assert rules(run(tp(env={"LD_LIBRARY_PATH": "/opt/other"}))) == []
