@@ -119,3 +119,34 @@ def test_pitfall_daemon_reload_detaches_gpu_guard_role_verifies_before_it_marks_
     # the guard itself never reloads systemd
     for name in ("preflight.yml", "install.yml", "configure.yml", "verify.yml", "checks.yml"):
         assert not any(_reloads(task) for task in _tasks(_load(ROLES / "reload_guard" / "tasks" / name)))
+
+
+def _role_task_file_reloads(role, tasks_from):
+    name = tasks_from if tasks_from.endswith(".yml") else tasks_from + ".yml"
+    path = ROLES / role / "tasks" / name
+    return path.exists() and any(_reloads(task) for task in _tasks(_load(path)))
+
+
+def test_pitfall_daemon_reload_detaches_gpu_guard_before_a_playbooks_own_reload():
+    """A playbook that runs a role's reloading task file directly (switch_topology's retire: systemctl disable
+    reloads) makes the guard hold first, in the same play."""
+    checked = 0
+    for path in sorted((REPO / "playbooks").glob("*.yml")):
+        for play in _load(path):
+            if not isinstance(play, dict):
+                continue
+            tasks = list(_tasks(play.get("tasks")))
+            for index, task in enumerate(tasks):
+                args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role") or {}
+                role = str(args.get("name", "")).rpartition(".")[2]
+                if not args.get("tasks_from") or not _role_task_file_reloads(role, str(args["tasks_from"])):
+                    continue
+                checked += 1
+                guards = [
+                    t
+                    for t in tasks[:index]
+                    if (t.get("ansible.builtin.include_role") or t.get("ansible.builtin.import_role") or {}).get("name")
+                    == GUARD
+                ]
+                assert guards, f"{path.name}: {task.get('name')} reloads systemd before {GUARD} in its play"
+    assert checked >= 1  # switch_topology.yml's retire
