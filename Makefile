@@ -110,6 +110,17 @@ test-serving-real: collections
 test-driver-change: collections
 	GB10_IT_SIM_REUSE=1 pytest -q -s tests/integration/serving/test_22_driver_change.py
 
+# Issue 40, against a running `make sim` (GB10_IT_SIM_REUSE=1), outside make test's budget. test-answer-check: the
+# rolling upgrade's answer check refuses a replica that answers otherwise (another --dtype) and passes the same
+# build: two rolling upgrades, 6 min 40 s on the stand-in (2 cores). test-scale: a third node added by site.yml and
+# removed by playbooks/remove_node.yml, each under load through the proxy (it starts spark-3 with sim/up.sh).
+.PHONY: test-answer-check test-scale
+test-answer-check: collections
+	GB10_IT_SIM_REUSE=1 GB10_IT_ANSWER_CHECK=1 pytest -q -s tests/integration/serving/test_24_answer_check.py
+
+test-scale: collections
+	GB10_IT_SIM_REUSE=1 GB10_IT_SCALE=1 pytest -q -s tests/integration/serving/test_97_scale_out_in.py
+
 # make test runs every scenario but tensor_parallel: the served-site suite in default's verify already switches
 # that site to tensor parallel over real Ray (the stand-in), then to vLLM's own multi-node launch on the real engine
 # with a lost headless rank, and back, with the scenario's own Conflicts= and watchdog checks (test_90); the scenario
