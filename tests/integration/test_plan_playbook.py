@@ -32,6 +32,17 @@ CLEAN = [
 ]
 
 
+# Issue 38 item 1: the same clean profiles with each other release the collection ships a catalog of (0.32.0 above).
+RELEASES = ("0.31.0", "0.33.0")
+
+
+def _release(version):
+    def change(profile):
+        profile["image"]["vllm_version"] = version
+
+    return change
+
+
 def _break_option(name, value):
     def change(profile):
         profile["vllm_options"][name] = value
@@ -81,6 +92,15 @@ BROKEN = {
     "headroom": ("example-pair", "glm-replicas-mtp", _share_too_big_on_tighter_node, "memory_headroom"),
     "max-jobs": ("sim", "sim-tp", _no_max_jobs, "max_jobs_missing"),
 }
+
+
+def _grpc_port_on_0_31_0(profile):
+    _release("0.31.0")(profile)
+    profile["vllm_options"]["grpc-port"] = 50051
+
+
+# an option the release's own parser does not have: refused naming the release (vLLM 0.32.0 added --grpc-port)
+BROKEN["option-of-a-later-release"] = ("sim", "sim-replicas", _grpc_port_on_0_31_0, "vllm_flag_unknown")
 
 
 def _profiles(inventory):
@@ -143,6 +163,15 @@ def runs(tmp_path_factory):
             jobs[key] = pool.submit(
                 _run, REPO / "inventories" / inventory, profile, tmp / f"{inventory}-{profile}.json"
             )
+        for version in RELEASES:
+            for inventory, profile in CLEAN:
+                profiles = copy.deepcopy(_profiles(inventory))
+                _release(version)(profiles[profile])
+                extra = tmp / f"release-{version}-{inventory}-{profile}.json"
+                extra.write_text(json.dumps({"serving_profiles": profiles}))
+                inv = REPO / "inventories" / inventory
+                out = tmp / f"release-{version}-{inventory}-{profile}.out.json"
+                jobs[("release", version, inventory, profile)] = pool.submit(_run, inv, profile, out, extra)
         for case, (inventory, profile, change, _rule) in BROKEN.items():
             profiles = copy.deepcopy(_profiles(inventory))
             change(profiles[profile])
@@ -170,6 +199,25 @@ def test_clean_profile_plans_with_no_violations(runs, inventory, profile):
         assert entry["memory"]["headroom_gib"] >= entry["memory"]["margin_gib"]
     assert any(entry["argv"][:2] == ["vllm", "serve"] for entry in plan["nodes"].values())
     assert "no violations" in run["stdout"] and "host headroom" in run["stdout"]
+
+
+@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize(("inventory", "profile"), CLEAN)
+def test_clean_profile_plans_with_each_release_against_its_own_catalog(runs, version, inventory, profile):
+    run = runs[("release", version, inventory, profile)]
+    assert run["rc"] == 0, run["stdout"][-3000:]
+    plan = run["plan"]
+    assert plan["violations"] == [] and plan["vllm_version"] == version
+    assert plan["vllm_catalog"]["source"] == "collection" and plan["vllm_catalog"]["version"] == version
+    assert f"vllm_options checked against vLLM {version}'s own parser" in run["stdout"]
+
+
+def test_an_option_of_a_later_release_is_refused_naming_the_release(runs):
+    message = runs[("broken", "option-of-a-later-release")]["plan"]["violations"][0]["message"]
+    assert (
+        message.startswith("--grpc-port is not an option of vLLM 0.31.0 ")
+        and "(vLLM 0.32.0 and 0.33.0 have it)" in message
+    )
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))

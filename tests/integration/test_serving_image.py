@@ -219,6 +219,19 @@ def test_pitfall_ray_layer_moves_flashinfer_pin(inventory, base_ref, wheelhouse)
     assert record(1) == before and record(2) == before
 
 
+def test_pitfall_profile_states_another_vllm_than_the_image_carries(inventory, base_ref, wheelhouse):
+    # issue 38 item 2: the gate reads the vLLM inside the image (the stand-in carries vllm 0.32.0; the Debian fallback
+    # base none) and refuses the profile's other release before the image is pushed or recorded
+    before = record(1)
+    result = play(inventory, base_ref, serving_image_vllm_version="0.31.0")
+    assert result.returncode != 0
+    standin = subprocess.run(["docker", "image", "inspect", STANDIN], capture_output=True, check=False).returncode == 0
+    carried = "carries vLLM 0.32.0 (vllm 0.32.0)" if standin else "carries no vLLM"
+    assert "spark-1: gb10/vllm-serving:" in result.stdout and carried in result.stdout, result.stdout[-3000:]
+    assert "states image.vllm_version 0.31.0" in result.stdout
+    assert record(1) == before and record(2) == before
+
+
 def test_pitfall_node_holds_other_image(inventory, base_ref, wheelhouse):
     local = record(2)["local"]
     # Node 2 only ever pulled the built image, not the base: fetch the base there to plant it under the name.

@@ -86,6 +86,7 @@ def plan(
     catalog_dir=None,
     api=None,
     site=None,
+    image_catalog_dir=None,
 ):
     """Build the serving plan.
 
@@ -103,12 +104,17 @@ def plan(
     collection's ports, gb10_fence_open); the result's ``exposure`` is ``{host: [entry]}``, what
     roles/fabric_firewall renders; None leaves it None (roles/fabric_firewall then refuses to run).
     """
-    ctx = Context(profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api, site)
+    ctx = Context(
+        profile_name, profiles, nodes, fabric_cidr, ray_head, ray_workers, catalog_dir, api, site, image_catalog_dir
+    )
     result = {
         "profile": profile_name,
         "topology": None,
         "image": None,
         "vllm_version": None,
+        # the option catalog the argv was checked against: source collection, image (built by the serving-image gate
+        # from the image's own parser, kept in image_catalog_dir) or pending (none yet: vllm_options unchecked)
+        "vllm_catalog": None,
         "model": None,
         "nodes": {},
         "group": None,
@@ -127,6 +133,7 @@ def plan(
         topology=ctx.topology,
         image=ctx.image.get("ref"),
         vllm_version=ctx.image.get("vllm_version"),
+        vllm_catalog=ctx.catalog_source,
         model={
             "repo_id": ctx.repo_id,
             "revision": ctx.revision,

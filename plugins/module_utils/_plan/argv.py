@@ -73,7 +73,26 @@ def check_json_shape(name, parsed):
     return ""
 
 
-def _verdict(name, value, catalog):
+def _other_releases(flag, version, catalog_dirs):
+    """ " (vLLM 0.32.0 and 0.33.0 have it)": the other releases with a catalog whose parser has ``flag``, or ""."""
+    others = [v for v in _vllm_catalog.releases_with(flag, catalog_dirs or ()) if v != version]
+    return f" (vLLM {' and '.join(others)} {'has' if len(others) == 1 else 'have'} it)" if others else ""
+
+
+def _negation(catalog, name):
+    """The other option string of the switch ``--name`` (same dest, no value), when the release has exactly one."""
+    spec = catalog["options"].get("--" + name)
+    if not spec or spec.get("takes_value"):
+        return None
+    others = [
+        option
+        for option, other in catalog["options"].items()
+        if other.get("dest") == spec.get("dest") and not other.get("takes_value") and option != "--" + name
+    ]
+    return others[0] if len(others) == 1 else None
+
+
+def _verdict(name, value, catalog, catalog_dirs=()):
     """(refusal or None, value to write): the first rule that refuses one ``vllm_options`` entry."""
     version = catalog["vllm_version"]
     flag = "--no-" + name if value is False else "--" + name
@@ -89,12 +108,20 @@ def _verdict(name, value, catalog):
         ), None
     if status == "unknown":
         hint = ("; did you mean {}?".format(" or ".join(detail))) if detail else ""
+        negation = _negation(catalog, name) if value is False else None
+        if negation:
+            # vLLM 0.33.0 writes a switch's negation as its complement (--disable-prefix-caching), not --no-<name>
+            hint = (
+                f"; vLLM {version} negates --{name} as {negation}: write vllm_options.{negation[2:]}: true instead of "
+                f"{name}: false"
+            )
         return violation(
             ALL_NODES,
             "vllm_flag_unknown",
             flag,
-            f"{flag} is not an option of vLLM {version} (misspelled, removed, or from another release){hint} "
-            f"Remove it or use an option of image.vllm_version {version}.",
+            f"{flag} is not an option of vLLM {version} (misspelled, removed, or from another release)"
+            f"{_other_releases(flag, version, catalog_dirs)}{hint} Remove it or use an option of image.vllm_version "
+            f"{version}.",
         ), None
     spec = detail
     if spec.get("takes_value") and isinstance(value, bool):
@@ -153,8 +180,11 @@ def _verdict(name, value, catalog):
     return None, words
 
 
-def options(profile_options, catalog):
+def options(profile_options, catalog, catalog_dirs=()):
     """``(argv words, findings)`` of ``vllm_options`` checked against the catalog (sorted: no churn).
+
+    ``catalog_dirs``: the folders of the other releases' catalogs, which an unknown option's refusal names where one
+    of them has it.
 
     One verdict per option, the first refusal: the rules ``vllm_option_*`` and ``vllm_flag_*`` report the
     findings of their name, and an option with a finding is left out of the argv.
@@ -187,7 +217,7 @@ def options(profile_options, catalog):
             continue
         if value is None or secret_flag(name):
             continue  # a secret never reaches the argv, which the plan prints (vllm_option_secret refuses it)
-        refusal, words = _verdict(name, value, catalog)
+        refusal, words = _verdict(name, value, catalog, catalog_dirs)
         if refusal:
             findings.append(refusal)
         else:

@@ -99,6 +99,7 @@ class Context:
         catalog_dir=None,
         api=None,
         site=None,
+        image_catalog_dir=None,
     ):
         self.profile_name = profile_name
         # Who may reach what (exposure.py): the proxy and monitoring hosts, every host's address, the collection's
@@ -114,6 +115,9 @@ class Context:
         self.ray_head = ray_head
         self.ray_workers = ray_workers
         self.catalog_dir = catalog_dir
+        # Where the control machine keeps the catalogs the serving-image gate built from an image's own parser (a
+        # release the collection has none of; roles/serving_image): searched after the collection's.
+        self.image_catalog_dir = image_catalog_dir
         self.profile = None
         self.not_numbers = []
 
@@ -149,9 +153,27 @@ def derive(ctx):
     ctx.topology = profile.get("topology")
     ctx.ref = str(ctx.image.get("ref") or "")
     ctx.vllm_version = str(ctx.image.get("vllm_version") or "")
-    ctx.catalog, ctx.catalog_error = None, None
+    ctx.catalog, ctx.catalog_error, ctx.catalog_pending = None, None, None
+    ctx.catalog_dirs = [ctx.catalog_dir or _vllm_catalog.CATALOG_DIR] + (
+        [ctx.image_catalog_dir] if ctx.image_catalog_dir else []
+    )
+    ctx.catalog_source = {"version": ctx.vllm_version, "source": None, "path": None}
+    problem = _vllm_catalog.release_problem(ctx.vllm_version)
     try:
-        ctx.catalog = _vllm_catalog.load(ctx.vllm_version, ctx.catalog_dir or _vllm_catalog.CATALOG_DIR)
+        if problem:
+            raise _vllm_catalog.CatalogError(problem)
+        ctx.catalog, found = _vllm_catalog.load_first(ctx.vllm_version, ctx.catalog_dirs)
+        ctx.catalog_source.update(
+            source="collection" if found == ctx.catalog_dirs[0] else _vllm_catalog.IMAGE_SOURCE,
+            path=_vllm_catalog.catalog_path(ctx.vllm_version, found),
+            generated_from=ctx.catalog.get("generated_from"),
+        )
+    except _vllm_catalog.CatalogMissing as exc:
+        # a release the collection has no catalog of: the serving-image gate builds it from the image's own parser
+        # on the node and plans again before any unit changes (roles/serving_image); until then nothing checks
+        # vllm_options, and the roles that start vLLM refuse a plan in this state
+        ctx.catalog_pending = exc
+        ctx.catalog_source.update(source="pending", reason=str(exc))
     except _vllm_catalog.CatalogError as exc:
         ctx.catalog_error = exc
     ctx.repo_id = str(ctx.model.get("repo_id") or "")
@@ -163,7 +185,9 @@ def derive(ctx):
     options = ctx.options
     if ctx.tensor_parallel:
         options = {k: v for k, v in options.items() if k != "distributed-executor-backend"}
-    ctx.option_argv, ctx.option_findings = _argv.options(options, ctx.catalog) if ctx.catalog else ([], [])
+    ctx.option_argv, ctx.option_findings = (
+        _argv.options(options, ctx.catalog, ctx.catalog_dirs) if ctx.catalog else ([], [])
+    )
     ctx.entries = {}
     ctx.per_node = {}
     for host in ctx.hosts:

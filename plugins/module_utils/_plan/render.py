@@ -108,6 +108,25 @@ def api_client_line(api):
     return f"api url: {api['url']} ({how})"
 
 
+def vllm_catalog_line(catalog):
+    """What the vllm_options were checked against: the collection's catalog, the image's, or nothing yet."""
+    if not catalog or not catalog.get("source"):
+        return ""
+    version = catalog.get("version")
+    if catalog["source"] == "pending":
+        return (
+            f"vllm_options NOT checked yet: the collection has no option catalog of vLLM {version}; site.yml's "
+            "serving-image gate builds it from the gated image's own parser on the node and plans again before any "
+            "unit changes (roles/serving_image)"
+        )
+    if catalog["source"] == "collection":
+        return f"vllm_options checked against vLLM {version}'s own parser (the collection's catalog)"
+    origin = f", built from {catalog['generated_from']}" if catalog.get("generated_from") else ""
+    return (
+        f"vllm_options checked against vLLM {version}'s own parser (the image's catalog {catalog.get('path')}{origin})"
+    )
+
+
 def format_plan(result):
     """The plan as readable text: one block per node (argv, env, Ray, memory table), then the violations."""
     lines = [
@@ -115,6 +134,9 @@ def format_plan(result):
         f"tensor-parallel size {result.get('tensor_parallel_size')}",
         f"image {result.get('image')} (vLLM {result.get('vllm_version')})",
     ]
+    catalog_line = vllm_catalog_line(result.get("vllm_catalog"))
+    if catalog_line:
+        lines.append(catalog_line)
     if result.get("bind_all_interfaces"):
         lines.append("listen: vLLM binds 0.0.0.0, every interface of every node (bind_all_interfaces: true)")
     if result.get("api"):

@@ -3,9 +3,12 @@
 # Apache-2.0
 """Dump the option list of the real ``vllm serve`` parser into the collection's flag catalog.
 
-Run it with the Python of a throwaway venv that has the vLLM release installed (CPU build is enough; see
-README.md next to this file). It builds the parser exactly as ``vllm serve`` does (``ServeSubcommand`` on a
-``FlexibleArgumentParser`` sub-parser) and writes ``plugins/module_utils/vllm_catalog/vllm-<version>.json``:
+One generator for every release, run with the Python that has the release installed: a throwaway venv of the
+release (``make vllm-catalogs``: sim/vllm_catalog/catalogs.sh, which writes the catalogs the collection ships under
+``plugins/module_utils/vllm_catalog/``), or the gated serving image itself (roles/serving_image, for a release the
+collection has no catalog of: ``--stdout``, in a throwaway container of the image). It builds the parser exactly as
+``vllm serve`` does (``ServeSubcommand`` on a ``FlexibleArgumentParser`` sub-parser) and writes
+``<out-dir>/vllm-<version>.json`` (or prints it with ``--stdout``):
 
     {"format": 2, "vllm_version": "...", "allow_abbrev": true, "prog": "vllm serve",
      "positionals": [{"dest": "model_tag", "nargs": "?"}],
@@ -16,6 +19,12 @@ README.md next to this file). It builds the parser exactly as ``vllm serve`` doe
      "registries": {"tool_call_parsers": [...], "reasoning_parsers": [...]},
      "parser_tokens": {"tool_call_parsers": {"llama3_json": ["<|python_tag|>"], ...}, "reasoning_parsers": {...},
                        "unprobed": {"tool_call_parsers": [...], "reasoning_parsers": [...]}}}
+
+The parser is built on vLLM's CPU platform (``VLLM_TARGET_DEVICE=cpu``, set here unless the caller set it): the
+gate's container has no GPU, and a CUDA build with no GPU detects no platform, whose ``DeviceConfig`` refuses to be
+built ("RuntimeError: Failed to infer device type"; vLLM 0.33.0's CUDA wheel on a CPU-only machine). The option
+list does not depend on it, with one exception the catalog records under ``platform``: ``--mm-processor-device``
+adds the platform's device type to its choices (``auto``, ``cpu`` here; a GB10 also takes ``cuda``).
 
 ``takes_value`` is false for switches (store_true, BooleanOptionalAction's --x / --no-x). ``json`` marks options
 whose value vLLM parses with json.loads (dicts and config dataclasses); ``json_or_string`` those that take
@@ -49,8 +58,7 @@ import json
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_OUT = os.path.join(REPO, "plugins", "module_utils", "vllm_catalog")
+GENERATED_BY = "roles/serving_image/files/vllm_catalog_generate.py"
 
 
 def _callable_mentions(func, names, depth=0):
@@ -268,7 +276,8 @@ def describe(parser, version):
     return {
         "format": 2,
         "vllm_version": version,
-        "generated_by": "sim/vllm_catalog/generate.py",
+        "generated_by": GENERATED_BY,
+        "platform": _platform(),
         "prog": parser.prog,
         "allow_abbrev": bool(parser.allow_abbrev),
         "positionals": positionals,
@@ -305,14 +314,27 @@ def build_serve_parser():
     return _init_serve(subparsers)
 
 
+def _platform():
+    from vllm.platforms import current_platform
+
+    return current_platform.device_type
+
+
 def main(argv=None):
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--out-dir", default=DEFAULT_OUT)
+    where = cli.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out-dir", help="write <out-dir>/vllm-<version>.json")
+    where.add_argument("--stdout", action="store_true", help="print the catalog as one line of JSON")
     args = cli.parse_args(argv)
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm
 
     version = vllm.__version__.split("+", maxsplit=1)[0]
     catalog = describe(build_serve_parser(), version)
+    if args.stdout:
+        # vLLM and torch log to stdout and stderr while they import: the catalog is the last line
+        sys.stdout.write("\n" + json.dumps(catalog, sort_keys=False) + "\n")
+        return 0
     os.makedirs(args.out_dir, exist_ok=True)
     path = os.path.join(args.out_dir, f"vllm-{version}.json")
     with open(path, "w", encoding="utf-8") as handle:
@@ -320,7 +342,7 @@ def main(argv=None):
         handle.write("\n")
     print(
         f"wrote {path}: {len(catalog['options'])} options of vllm serve {version} "
-        f"(allow_abbrev={catalog['allow_abbrev']})"
+        f"(allow_abbrev={catalog['allow_abbrev']}, platform {catalog['platform']})"
     )
     return 0
 

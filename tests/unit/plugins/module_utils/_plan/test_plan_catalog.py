@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _plan_fixtures import catalog_mod
+from _plan_fixtures import catalog_mod, plan_mod, shipped
 
 
 @pytest.fixture(scope="module")
@@ -15,12 +15,56 @@ def catalog():
     return catalog_mod.load("0.32.0")
 
 
-def test_catalog_0_32_0_shipped_and_generated_from_the_real_parser(catalog):
-    assert "0.32.0" in catalog_mod.available_versions()
-    assert catalog["generated_by"] == "sim/vllm_catalog/generate.py"
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
+def test_catalog_shipped_per_release_and_generated_from_the_real_parser(version):
+    # issue 38 item 1: one generator, the same shape for every release (make vllm-catalogs)
+    catalog = catalog_mod.load(version)
+    assert set(catalog_mod.available_versions()) >= {"0.31.0", "0.32.0", "0.33.0"}
+    assert catalog["generated_by"] == "roles/serving_image/files/vllm_catalog_generate.py"
+    assert catalog["format"] == 2 and catalog["platform"] == "cpu"
     assert catalog["prog"] == "vllm serve"
     assert catalog["positionals"] == [{"dest": "model_tag", "nargs": "?"}]
     assert len(catalog["options"]) > 300
+    assert set(catalog) == set(catalog_mod.load("0.32.0"))
+    assert catalog_mod.lookup(catalog, "--kv-cache-memory")[0] == "abbreviation"
+
+
+def test_the_releases_differ_as_their_parsers_do():
+    # measured from the three parsers: 0.32.0 added --grpc-port (and 7 more) to 0.31.0's 422 options
+    assert "--grpc-port" not in catalog_mod.load("0.31.0")["options"]
+    assert catalog_mod.releases_with("--grpc-port", [catalog_mod.CATALOG_DIR])[:2] == ["0.32.0", "0.33.0"]
+    assert catalog_mod.releases_with("--no-such-option", [catalog_mod.CATALOG_DIR]) == []
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [
+        ("0.32.0", False),
+        ("0.33.0rc1", False),
+        ("0.12.0.post2", False),
+        ("0.32.0+cpu", True),
+        ("latest", True),
+        ("", True),
+        (None, True),
+        ("0.32", False),
+        ("v0.32.0", True),
+        ("0.32.0\n", True),
+    ],
+)
+def test_release_problem(version, refused):
+    assert bool(catalog_mod.release_problem(version)) is refused
+
+
+def test_load_first_searches_the_folders_in_order(tmp_path, catalog):
+    (tmp_path / "vllm-0.1.0.json").write_text(json.dumps({**catalog, "vllm_version": "0.1.0"}))
+    loaded, folder = catalog_mod.load_first("0.1.0", [catalog_mod.CATALOG_DIR, str(tmp_path)])
+    assert folder == str(tmp_path) and loaded["vllm_version"] == "0.1.0"
+    assert catalog_mod.load_first("0.32.0", [catalog_mod.CATALOG_DIR, str(tmp_path)])[1] == catalog_mod.CATALOG_DIR
+    with pytest.raises(catalog_mod.CatalogMissing, match=r"no vLLM flag catalog for release '0.2.0' \(.*0.31.0, "):
+        catalog_mod.load_first("0.2.0", [catalog_mod.CATALOG_DIR, str(tmp_path)])
+    (tmp_path / "vllm-0.2.0.json").write_text(json.dumps({**catalog, "vllm_version": "0.1.0"}))
+    with pytest.raises(catalog_mod.CatalogError, match=r"is not a catalog of release 0\.2\.0"):
+        catalog_mod.load_first("0.2.0", [str(tmp_path)])
 
 
 def test_pitfall_kv_cache_memory_abbreviation_is_what_vllm_would_accept(catalog):
@@ -141,3 +185,29 @@ def test_format_1_catalog_still_reads_without_types(tmp_path, catalog):
 def test_missing_release_names_the_available_ones(tmp_path):
     with pytest.raises(catalog_mod.CatalogError, match="have: none"):
         catalog_mod.load("0.32.0", str(tmp_path))
+
+
+SHIPPED = [
+    ("example-pair", "glm-5.3-flash-tp2"),
+    ("example-pair", "glm-replicas-mtp"),
+    ("sim", "sim-replicas"),
+    ("sim", "sim-real"),
+    ("sim", "sim-tp"),
+    ("sim", "sim-tp-ray"),
+]
+
+
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize(("inventory", "profile"), SHIPPED)
+def test_every_shipped_profile_plans_with_each_release_against_its_own_catalog(inventory, profile, version):
+    # issue 38 item 1: the example profiles with image.vllm_version 0.31.0, 0.32.0 and 0.33.0
+    site = shipped(inventory)
+    site["profiles"][profile]["image"]["vllm_version"] = version
+    result = plan_mod.plan(
+        profile,
+        site["profiles"],
+        site["nodes"],
+        **{k: site[k] for k in ("fabric_cidr", "ray_head", "ray_workers", "site")},
+    )
+    assert result["violations"] == [], result["violations"]
+    assert result["vllm_catalog"]["version"] == version and result["vllm_catalog"]["source"] == "collection"

@@ -13,8 +13,13 @@ def test_image_not_digest():
 
 
 def test_vllm_catalog_missing():
-    violation = only(run(tp(image__vllm_version="0.0.1")), "vllm_catalog_missing")
-    assert violation["value"] == "0.0.1" and violation["message"].startswith("image.vllm_version: ")
+    # a version that is no release (a tag, a local part, nothing): no catalog could ever be found or built for it
+    for version in ("latest", "0.32.0+cpu", ""):
+        violation = only(run(tp(image__vllm_version=version)), "vllm_catalog_missing")
+        assert violation["value"] == (version or None)
+        assert (
+            violation["message"].startswith("image.vllm_version: ") and "is not a vLLM release" in violation["message"]
+        )
 
 
 def test_model_repo_id():

@@ -1,4 +1,4 @@
-"""generate.py's needed_tokens: the tokens a parser's constructor refuses to build without, measured by building it.
+"""The catalog generator's needed_tokens: the tokens a parser's constructor refuses to build without, measured.
 
 The parsers here are written the ways vLLM 0.32's are: a token looked up in get_vocab() whose absence raises
 (Llama3JsonToolParser's bot token), one looked up and only used when there (optional), a pair checked together
@@ -8,13 +8,12 @@ cannot build: unprobed (None).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[4] / "sim" / "vllm_catalog"
-_spec = importlib.util.spec_from_file_location("generate", HERE / "generate.py")
-generate = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(generate)
+from source_loader import load
+
+SCRIPT = Path(__file__).resolve().parents[5] / "roles" / "serving_image" / "files" / "vllm_catalog_generate.py"
+generate = load("vllm_catalog_generate", SCRIPT)
 
 
 class BotToken:
