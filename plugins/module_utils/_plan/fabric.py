@@ -10,7 +10,7 @@ the ranks against (``_fabric.py``: the interface up at the MTU, iperf3 between t
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+import re
 
 from .. import _fabric
 
@@ -91,9 +91,22 @@ def nccl_pins(critical_pins):
     return pins
 
 
+# NCCL's release numbers (2.30.4; a wheel may add a local or post part, which does not order releases here).
+_RELEASE = re.compile(r"^\s*(\d+(?:\.\d+)*)")
+
+
+def _release(version):
+    found = _RELEASE.match(str(version))
+    return tuple(int(part) for part in found.group(1).split(".")) if found else None
+
+
 def below(version, minimum):
-    """Whether ``version`` is below ``minimum`` (None where either is no version)."""
-    try:
-        return Version(str(version)) < Version(str(minimum))
-    except InvalidVersion:
+    """Whether ``version`` is below ``minimum`` (None where either is no version).
+
+    Plain numbers, not packaging.version: the plan is imported on the nodes too (plugins/modules import _plan through
+    module_utils), where python3-packaging may not be installed yet."""
+    have, want = _release(version), _release(minimum)
+    if have is None or want is None:
         return None
+    width = max(len(have), len(want))
+    return have + (0,) * (width - len(have)) < want + (0,) * (width - len(want))

@@ -58,3 +58,31 @@ def test_tp_nccl_outside_image():
     assert "vllm-project/vllm#41725" in found["message"] and found["node"] == "all"
     assert rules(run(tp(env={"LD_PRELOAD": "/usr/lib/aarch64-linux-gnu/libnccl.so.2"}))) == ["tp_nccl_outside_image"]
     assert rules(run(tp(env={"LD_LIBRARY_PATH": "/opt/other"}))) == []
+
+
+def test_nccl_versions_compare_as_release_numbers_without_packaging():
+    from _plan_fixtures import plan_mod
+
+    below = plan_mod.fabric.below
+    assert below("2.28.9", "2.30.4") and not below("2.30.4", "2.30.4") and not below("2.30.10", "2.30.4")
+    assert below("2.30", "2.30.4") and not below("3", "2.30.4")
+    assert below("latest", "2.30.4") is None
+    found = only(run(mp(image__critical_pins={"nvidia-nccl-cu13": "latest"})), "tp_nccl_below_minimum")
+    assert "is not a version" in found["message"]
+
+
+def test_the_plan_imports_without_packaging():
+    """The nodes import the plan (plugins/modules through module_utils) before python3-packaging is installed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    collections = Path(__file__).resolve().parents[5] / "collections"
+    code = (
+        "import sys; sys.modules['packaging'] = None; "
+        "import ansible_collections.gb10.serving.plugins.module_utils._plan"
+    )
+    env = dict(os.environ, PYTHONPATH=str(collections))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
