@@ -105,7 +105,9 @@ def test_pitfall_daemon_reload_detaches_gpu_checked_first_by_node_preflight():
     assert defaults["node_preflight_roles"][0] == "reload_guard"
     checks = list(_tasks(_load(ROLES / "reload_guard" / "tasks" / "checks.yml")))
     assert not any(_changes(task) for task in checks)
-    assert checks[-1]["ansible.builtin.set_fact"].keys() == {"__reload_guard_problems"}
+    assert checks[-1]["ansible.builtin.set_fact"].keys() == {"__reload_guard_state", "__reload_guard_problems"}
+    # what later steps read is set_fact'ed, never a register a skipped check (node_preflight ran it) would overwrite
+    assert all(task.get("register") not in ("__reload_guard_state", "__reload_guard_problems") for task in checks)
 
 
 def test_pitfall_daemon_reload_detaches_gpu_guard_role_verifies_before_it_marks_held():
