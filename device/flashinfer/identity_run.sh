@@ -38,7 +38,7 @@ identity() {  # $1: label; $2: engine.env to use; the serving role's module, run
 import json, sys
 scratch, env_path, digest, exec_, entry, ws, py = sys.argv[1:]
 print(json.dumps({"ANSIBLE_MODULE_ARGS": {
-    "node": "h200-device", "cache_dir": ws, "image": digest, "scratch_dir": scratch,
+    "node": "gpu-device", "cache_dir": ws, "image": digest, "scratch_dir": scratch,
     # Where the role has `docker run --env-file <scratch>/engine.env ... IMAGE python3 ENTRY --ninja-only`.
     "argv": [py, exec_, f"{scratch}/engine.env", "--", py, entry, "--ninja-only"],
     "env_files": [{"path": f"{scratch}/engine.env", "content": open(env_path).read()}]}}))
@@ -48,14 +48,28 @@ PY
     | tee "$OUT/identity-$1.json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("failed" if d.get("failed") else "ok", "|", d.get("msg") or d.get("message"))' | cut -c1-1800
 }
 
-load() {  # $1: label; $2: engine.env: vLLM's call in a fresh process with the serving environment
-  log "fresh serving-call load ($1)"
-  local b; b=$(build_dir); local before; before=$(grep -vc '^#' "$b/.ninja_log")
-  # FLASHINFER_CUDA_ARCH_LIST stands in for the GB10's GPU (the H200 would give 9.0); the prebuild sets the same.
-  /usr/bin/time -f "load wall %e s, max RSS %M KiB" "$PY" "$EXEC" "$2" FLASHINFER_JIT_VERBOSE=1 \
-    FLASHINFER_CUDA_ARCH_LIST=12.1 -- \
-    "$PY" "$ENTRY" --child --compute-capability 12.1 2>&1 | grep -v '^\[' | tail -6 | tee "$OUT/load-$1.txt"
-  echo "ninja_log entries: $before before, $(grep -vc '^#' "$b/.ninja_log") after"
+load() {  # $1: label; $2: engine.env: vLLM's call in a fresh process, the serving environment as it is
+  # No FLASHINFER_JIT_VERBOSE here: alone it makes flashinfer 0.6.18 write a debug build.ninja (it stands in for
+  # FLASHINFER_JIT_DEBUG when that is unset), and the first device run's load rebuilt all 97 units that way.
+  # ninja's own verdict instead: `ninja -n` on the cache, .ninja_log's lines and the .so's mtime before and after.
+  local b; b=$(build_dir); local before mtime; before=$(grep -vc '^#' "$b/.ninja_log"); mtime=$(stat -c %Y "$b"/*.so)
+  log "ninja -n on the cache ($1)"; (cd "$b" && timeout 30 ninja -n -f build.ninja | tail -1) | tee "$OUT/ninja-n-$1.txt"
+  log "fresh serving-call load ($1, timeout 120 s)"
+  # FLASHINFER_CUDA_ARCH_LIST stands in for the GB10's GPU (the H100/H200 would give 9.0); the prebuild sets the same.
+  /usr/bin/time -f "load wall %e s, max RSS %M KiB" timeout 120 "$PY" "$EXEC" "$2" FLASHINFER_CUDA_ARCH_LIST=12.1 -- \
+    "$PY" "$ENTRY" --child --compute-capability 12.1 > "$OUT/load-$1.txt" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/load-$1.txt" | cut -c1-300
+  echo "ninja_log entries: $before before, $(grep -vc '^#' "$b/.ninja_log") after; .so mtime $mtime -> $(stat -c %Y "$b"/*.so)"
+}
+
+changed_inputs() {  # each must be refused before any unit starts, naming the differing build.ninja line
+  log "changed input 1: FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1 in the serving environment (flashinfer/jit/cpp_ext.py reads it into ldflags)"
+  { cat "$S/engine.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
+  identity ldflags "$S/engine-ldflags.env"
+  log "changed input 2: CUDA_HOME through another path to the same toolkit"
+  real=$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")"); ln -sfn "$real" /opt/cuda-alt
+  { cat "$S/engine.env"; echo "CUDA_HOME=/opt/cuda-alt"; } > "$S/engine-cudahome.env"
+  identity cudahome "$S/engine-cudahome.env"
 }
 
 case "$1" in
@@ -93,11 +107,7 @@ json.dump({"image_digest": digest, "compute_capability": "12.1", "module": found
           open(os.path.join(d, "gb10-prebuild.json"), "w"))
 print("rehearsal stamp in", d)' "$S/digest"
   identity same "$S/engine.env"
-  { cat "$S/engine.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
-  identity ldflags "$S/engine-ldflags.env"
-  real=$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")"); ln -sfn "$real" /opt/cuda-alt
-  { cat "$S/engine.env"; echo "CUDA_HOME=/opt/cuda-alt"; } > "$S/engine-cudahome.env"
-  identity cudahome "$S/engine-cudahome.env" ;;
+  changed_inputs ;;
 finish)
   follow "${2:-60}"
   grep -q '^GB10_PREBUILD_RESULT' "$S/prebuild.out" || { echo "still building: run finish again"; exit 4; }
@@ -105,19 +115,14 @@ finish)
   b=$(build_dir); python3 device/flashinfer/summarize.py "$b" "$S/sampler" | tee "$OUT/summary.txt"
   cp "$b/gb10-prebuild.json" "$OUT/stamp-first.json"; ls -la "$b"/*.so
   identity same "$S/engine.env"
+  changed_inputs
   load same "$S/engine.env"
-  log "changed input 1: FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1 in the serving environment (flashinfer/jit/cpp_ext.py reads it into ldflags)"
-  { cat "$S/engine.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
-  identity ldflags "$S/engine-ldflags.env"
-  log "changed input 2: CUDA_HOME through another path to the same toolkit"
-  real=$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")"); ln -sfn "$real" /opt/cuda-alt
-  { cat "$S/engine.env"; echo "CUDA_HOME=/opt/cuda-alt"; } > "$S/engine-cudahome.env"
-  identity cudahome "$S/engine-cudahome.env"
   log "rebuild through the role's entry point with the changed input in the profile's env (both env files get it)"
   { cat "$S/build.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/build-ldflags.env"
-  "$PY" "$EXEC" "$S/build-ldflags.env" "MAX_JOBS=$(cat "$S/jobs")" -- "$PY" "$ENTRY" > "$S/rebuild.out" 2>&1
-  grep -v '^\[' "$S/rebuild.out" | grep -v '^ninja: \|^\s*$' | cut -c1-300 | tail -3; grep -c '^\[' "$S/rebuild.out"
-  grep '^\[' "$S/rebuild.out" | cut -c1-200 | tail -3
+  /usr/bin/time -f "rebuild wall %e s" timeout 200 "$PY" "$EXEC" "$S/build-ldflags.env" "MAX_JOBS=$(cat "$S/jobs")" -- \
+    "$PY" "$ENTRY" > "$S/rebuild.out" 2>&1
+  echo "ninja steps run: $(grep -c '^\[' "$S/rebuild.out")"; grep '^\[' "$S/rebuild.out" | cut -c1-140 | tail -3
+  grep '^GB10_PREBUILD_RESULT' "$S/rebuild.out" | cut -c1-400
   cp "$b/gb10-prebuild.json" "$OUT/stamp-rebuilt.json"
   identity ldflags-after "$S/engine-ldflags.env"
   identity same-after "$S/engine.env"
