@@ -285,6 +285,8 @@ def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
     of the build.ninja on the node (None when missing); given, the stamp must record the same (issue 17: the build's
     own identity; the serving unit's is compared afterwards, in its own container). Returns (present, reason).
     """
+    if found_stamp and found_stamp.get("kind") == "prebuilt":
+        return _prebuilt_state(wanted, found_stamp)
     if library_sha256 is None:
         return False, "the module library is not in the cache"
     if not found_stamp:
@@ -309,6 +311,26 @@ def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
         True,
         f"{expect['module']} for {expect['arch']}, flashinfer {expect['flashinfer_version']}, {expect['image_digest']}",
     )
+
+
+def _prebuilt_state(wanted, found_stamp):
+    """A prebuilt stamp (issue 38 item 4): the module lives in the image (its digest pins the bytes), not the cache."""
+    expect = {
+        "image_digest": wanted["image_digest"],
+        "flashinfer_version": wanted["flashinfer_version"],
+        "arch": arch_dir(wanted["compute_capability"]),
+    }
+    for key, value in expect.items():
+        if found_stamp.get(key) != value:
+            return False, f"stamp {key} is {found_stamp.get(key)!r}, wanted {value!r}"
+    paths = ", ".join(item.get("path", "?") for item in found_stamp.get("aot") or [])
+    if not paths:
+        return False, "the prebuilt stamp names no prebuilt module: the prebuild re-checks the image"
+    return True, f"{found_stamp.get('module')} prebuilt in the image ({paths}), {expect['image_digest']}"
+
+
+def _aot_key(artifacts):
+    return sorted((item.get("provider"), item.get("path"), item.get("sha256")) for item in artifacts or [])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -485,13 +507,22 @@ def ninja_diff(prebuilt_text, serving_text, limit=NINJA_DIFF_LINES):
     return lines
 
 
-def ninja_identity(node, stamp_data, prebuilt_text, serving_text):
+def ninja_identity(node, stamp_data, prebuilt_text, serving_text, serving_aot=None):
     """Is the serving unit's build.ninja the prebuild's? Returns {same, diff, message}.
 
     stamp_data: the prebuild stamp (its ninja_sha256 is what was built); prebuilt_text: the build.ninja on the node's
-    cache (None when missing); serving_text: what generate_ninja_build_for_op gives in the serving unit's environment.
+    cache (None when missing); serving_text: what generate_ninja_build_for_op gives in the serving unit's environment;
+    serving_aot: the prebuilt modules the serving process would load without a build (the entry point's ``aot``).
+    flashinfer loads a prebuilt module before it runs ninja (0.7 JitSpecNvcc.try_load), so the prebuilt modules are
+    compared first: the stamp's (none for a module the prebuild built) must be the serving process's.
     """
     stamp_data = stamp_data or {}
+    stamped_aot, serving_aot = _aot_key(stamp_data.get("aot")), _aot_key(serving_aot)
+    if stamped_aot != serving_aot:
+        return {"same": False, "diff": [], "message": _aot_message(node, stamp_data, stamped_aot, serving_aot)}
+    if stamped_aot:
+        paths = ", ".join(path for _provider, path, _sha in stamped_aot)
+        return {"same": True, "diff": [], "message": f"{node}: the serving unit loads the prebuilt {paths}"}
     wanted = stamp_data.get("ninja_sha256")
     got = sha256_text(serving_text or "")
     if wanted and got == wanted:
@@ -515,6 +546,28 @@ def ninja_identity(node, stamp_data, prebuilt_text, serving_text):
             " env, which both get), not in flashinfer_jit_env or serving_secrets alone. No serving unit was started."
         ),
     }
+
+
+def _aot_message(node, stamp_data, stamped, serving):
+    module = stamp_data.get("module", "the module")
+    if not serving:
+        what = (
+            f"the prebuild found {module} prebuilt in the image ({', '.join(p for _v, p, _s in stamped)}) but the"
+            " serving unit's environment does not reach it, so the serving call would build it beside the weights"
+            " (seed 004, the CUTLASS saga)"
+        )
+    elif not stamped:
+        what = (
+            f"the serving unit would load a prebuilt {module} ({', '.join(p for _v, p, _s in serving)}) that the"
+            " prebuild's environment did not see: the module the prebuild built and checked is not the one served"
+        )
+    else:
+        what = f"the serving unit would load other prebuilt modules ({serving}) than the prebuild stamped ({stamped})"
+    return (
+        f"{node}: {what}. The prebuild and the serving unit must see the same FlashInfer JIT-cache packages and"
+        " FLASHINFER_* variables: set them in the plan's env of the node or the image, not in one of the two alone."
+        " No serving unit was started."
+    )
 
 
 def rebuild_findings(stamp_data, ninja_log_text, library_sha256):

@@ -214,7 +214,7 @@ def main():
         scratch = os.path.join(params["scratch_dir"], f"{serving['module']}.serving.ninja")
         _write_private(scratch, serving["text"])
         prebuilt = os.path.join(build_dir, "build.ninja")
-        verdict = fj.ninja_identity(node, stamp_data, fj.read_text(prebuilt), serving["text"])
+        verdict = fj.ninja_identity(node, stamp_data, fj.read_text(prebuilt), serving["text"], serving.get("aot"))
         if not verdict["same"]:
             module.fail_json(
                 msg=verdict["message"]

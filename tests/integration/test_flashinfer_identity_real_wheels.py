@@ -45,20 +45,23 @@ def real_python():
     return Path(done.stdout.strip().splitlines()[-1]) / "bin" / "python"
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
-def site(request, real_python):
+def _installed(python, version):
     """A --target folder with the real flashinfer-python wheel of this version (downloaded once)."""
-    version = request.param
     target = CACHE / f"site-{version}"
     if not (target / f"flashinfer_python-{version}.dist-info").is_dir():
         shutil.rmtree(target, ignore_errors=True)
         subprocess.run(
-            [str(real_python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
              f"flashinfer-python=={version}", *EXTRAS],
             check=True,
             capture_output=True,
         )  # fmt: skip
-    return version, target
+    return target
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def site(request, real_python):
+    return request.param, _installed(real_python, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +185,91 @@ def test_pitfall_cuda_home_follows_path(site, real_python, baseline, tmp_path):
     assert f"cuda_home = {tmp_path / 'other'}" in moved["text"]
     verdict = fj.ninja_identity("spark-1", {"ninja_sha256": first["sha256"]}, first["text"], moved["text"])
     assert not verdict["same"]
+
+
+# Issue 38 item 4: prebuilt modules. flashinfer 0.7 loads a module from a JIT-cache provider without a build when a
+# provider covers the target (jit/env.py get_aot_artifacts, jit/core.py JitSpecNvcc.try_load). The provider wheels
+# (flashinfer-jit-cache and its per-architecture packages) are published on flashinfer.ai's own index, not PyPI, so
+# their file lists could not be read here: this provider follows what the real 0.7.2.post1 consumer code asks of
+# one (the `flashinfer_jit_cache` shim's __version__ and get_jit_cache_providers(), each provider's provider_id,
+# distribution, version, jit_cache_dir, cuda_architectures and modules, the module at
+# <jit_cache_dir>/<module>/<module>.so); where the real wheels lay out more (their other modules, cubins) it departs.
+PROVIDER = """
+from pathlib import Path
+from types import SimpleNamespace
+
+__version__ = "{version}"
+_root = Path(__file__).parent / "jit_cache"
+
+
+def get_jit_cache_providers():
+    return [SimpleNamespace(provider_id="{provider}", distribution="flashinfer-jit-cache-{provider}",
+                            version=__version__, jit_cache_dir=str(_root), cuda_architectures={archs!r},
+                            modules={{"fused_moe_120"}})]
+"""
+
+
+def jit_cache_provider(root, version, provider, archs):
+    package = root / "flashinfer_jit_cache"
+    (package / "jit_cache" / "fused_moe_120").mkdir(parents=True)
+    (package / "__init__.py").write_text(PROVIDER.format(version=version, provider=provider, archs=set(archs)))
+    (package / "jit_cache" / "fused_moe_120" / "fused_moe_120.so").write_bytes(
+        b"\x7fELF prebuilt for " + provider.encode()
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def site_07(real_python):
+    """JIT-cache providers are a flashinfer 0.7 feature: the 0.7 wheel alone."""
+    return VERSIONS[-1], _installed(real_python, VERSIONS[-1])
+
+
+@pytest.mark.parametrize(("archs", "taken"), [({"sm121a"}, True), ({"sm120a"}, False), ({"sm90a"}, False)])
+def test_pitfall_prebuilt_module_without_the_nodes_architecture_is_not_taken(
+    site_07, real_python, tmp_path, archs, taken
+):
+    """flashinfer#5238: a prebuilt module without an SM12x image took precedence over the JIT. 0.7.2.post1 takes a
+    provider's module only for an architecture it covers, and --ninja-only reports what the serving call loads."""
+    version, site_dir = site_07
+    provider = jit_cache_provider(tmp_path / "provider", version, "cu130-" + "-".join(sorted(archs)), archs)
+    found = ninja_only(real_python, f"{site_dir}:{provider}", tmp_path / "ws")
+    paths = [item["path"] for item in found["aot"]]
+    assert paths == ([str(provider / "flashinfer_jit_cache/jit_cache/fused_moe_120/fused_moe_120.so")] if taken else [])
+
+
+def test_prebuilt_module_builds_nothing_and_the_serving_unit_must_reach_it(site_07, real_python, tmp_path):
+    version, site_dir = site_07
+    provider = jit_cache_provider(tmp_path / "provider", version, "cu130-sm121a", {"sm121a"})
+    workspace = tmp_path / "ws"
+    env = _env(f"{site_dir}:{provider}", workspace, MAX_JOBS="2", GB10_IMAGE_DIGEST="sha256:" + "7" * 64)
+    done = subprocess.run(
+        [str(real_python), str(ENTRY), "--compute-capability", "12.1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    results = [
+        json.loads(line.split(" ", 1)[1])
+        for line in done.stdout.splitlines()
+        if line.startswith("GB10_PREBUILD_RESULT ")
+    ]
+    assert done.returncode == 0 and results, done.stdout[-2000:] + done.stderr[-2000:]
+    assert results[-1]["status"] == "prebuilt"
+    stamp = results[-1]["stamp"]
+    assert stamp["kind"] == "prebuilt" and stamp["build_seconds"] == 0
+    assert not list(workspace.rglob("*.o")) and not list(workspace.rglob("*.so")), "a prebuilt module is not built"
+    present, reason = fj.cache_state(
+        {"image_digest": "sha256:" + "7" * 64, "flashinfer_version": version, "compute_capability": "12.1"}, stamp, None
+    )
+    assert present, reason
+    # The serving unit sees the same provider: it loads the prebuilt module, no build.
+    serving = ninja_only(real_python, f"{site_dir}:{provider}", workspace)
+    assert fj.ninja_identity("spark-1", stamp, None, serving["text"], serving["aot"])["same"]
+    # The serving unit's environment does not reach the provider: the serving call would build, refused.
+    bare = ninja_only(real_python, site_dir, workspace)
+    verdict = fj.ninja_identity("spark-1", stamp, None, bare["text"], bare["aot"])
+    assert not verdict["same"]
+    assert "does not reach it, so the serving call would build it" in verdict["message"]

@@ -14,8 +14,15 @@ sha256, the slowest unit, MAX_JOBS, seconds). Exit 0 built or already there, 2 r
 
 ``--ninja-only`` builds nothing and writes nothing: it prints ``GB10_PREBUILD_NINJA {json}`` with the build.ninja
 this process's environment would write (flashinfer.jit.cpp_ext.generate_ninja_build_for_op over the JitSpec's own
-fields, what JitSpecNvcc.write_ninja writes) and its sha256. The role runs it in a throwaway container with the
-serving unit's environment files and mounts (issue 17: the build's own identity is the cache key).
+fields, what JitSpecNvcc.write_ninja writes), its sha256, and the prebuilt modules this process would load instead
+(``aot``). The role runs it in a throwaway container with the serving unit's environment files and mounts (issue 17:
+the build's own identity is the cache key).
+
+Prebuilt modules (issue 38 item 4): flashinfer 0.7 loads a module from an installed JIT-cache provider (the
+``flashinfer_jit_cache`` shim and its per-architecture providers, e.g. sm121a) without any build when one covers
+the target architecture (0.7.2.post1 jit/env.py ``get_aot_artifacts``, jit/core.py ``JitSpecNvcc.try_load``); 0.6
+only from flashinfer's own data/aot folder. When the serving call would load such an artifact, the prebuild builds
+nothing and stamps it ``prebuilt`` with the artifacts' paths and sha256.
 """
 
 import argparse
@@ -76,6 +83,23 @@ def _ninja_text(spec):
     )
 
 
+def _aot(spec):
+    """The prebuilt modules flashinfer would load for this spec without a build: [{provider, path, sha256, targets}].
+
+    0.7+: JitSpecNvcc.aot_artifacts (providers whose architectures cover the target, chosen as try_load chooses);
+    0.6: JitSpec.is_aot over the one aot_path in flashinfer's package.
+    """
+    artifacts = getattr(spec, "aot_artifacts", None)
+    if artifacts is None:
+        found = [("flashinfer-python", spec.aot_path, None)] if getattr(spec, "is_aot", False) else []
+    else:
+        found = [(item.provider_id, item.path, item.cuda_architectures) for item in artifacts]
+    return [
+        {"provider": provider, "path": str(path), "sha256": _sha256(str(path)), "targets": sorted(targets or [])}
+        for provider, path, targets in found
+    ]
+
+
 def _text_sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -116,11 +140,8 @@ def ninja_only(args):
     major, minor = _capability(args)
     spec, _jit_env = _import_spec(f"{major * 10 + minor}")
     text = _ninja_text(spec)
-    print(
-        "GB10_PREBUILD_NINJA "
-        + json.dumps({"module": spec.name, "path": str(spec.ninja_path), "sha256": _text_sha256(text), "text": text}),
-        flush=True,
-    )
+    found = {"module": spec.name, "path": str(spec.ninja_path), "sha256": _text_sha256(text), "text": text}
+    print("GB10_PREBUILD_NINJA " + json.dumps(found | {"aot": _aot(spec)}), flush=True)
     return 0
 
 
@@ -186,6 +207,9 @@ def parent(args):
         return 2
     os.makedirs(build_dir, exist_ok=True)
     stamp_path = os.path.join(build_dir, STAMP_NAME)
+    aot = _aot(spec)
+    if aot:
+        return _prebuilt(args, spec, jit_env, version, aot, stamp_path, common, major, minor)
     ninja_path = str(spec.ninja_path)
     if os.path.exists(library) and os.path.exists(stamp_path) and os.path.exists(ninja_path):
         with open(stamp_path) as handle:
@@ -235,6 +259,31 @@ def parent(args):
         json.dump(stamp, handle, sort_keys=True, indent=1)
     os.replace(stamp_path + ".tmp", stamp_path)
     _result(status="built", seconds=seconds, stamp=stamp, log=log_path, **common)
+    return 0
+
+
+def _prebuilt(args, spec, jit_env, version, aot, stamp_path, common, major, minor):
+    """The serving call loads a prebuilt module: build nothing, stamp what it loads (its paths and sha256)."""
+    stamp = {
+        "kind": "prebuilt",
+        "image_digest": args.image_digest,
+        "flashinfer_version": version,
+        "arch": os.path.basename(str(jit_env.FLASHINFER_WORKSPACE_DIR)),
+        "compute_capability": f"{major}.{minor}",
+        "module": spec.name,
+        "aot": aot,
+        "library_sha256": aot[0]["sha256"],
+        "ninja_sha256": _text_sha256(_ninja_text(spec)),
+        "build_seconds": 0,
+    }
+    # The role reads the build's log afterwards (flashinfer_jit_outcome): it says what was loaded instead.
+    with open(os.path.join(os.path.dirname(stamp_path), LOG_NAME), "w") as log:
+        paths = ", ".join(item["path"] for item in aot)
+        log.write(f"gb10-prebuild: {spec.name} is prebuilt ({paths}): nothing built\n")
+    with open(stamp_path + ".tmp", "w") as handle:
+        json.dump(stamp, handle, sort_keys=True, indent=1)
+    os.replace(stamp_path + ".tmp", stamp_path)
+    _result(status="prebuilt", seconds=0, stamp=stamp, **common)
     return 0
 
 

@@ -532,3 +532,39 @@ def test_read_text_replaces_bytes_that_are_not_text_only_when_asked(tmp_path):
     assert fj.read_text(str(tmp_path / ".ninja_log"), errors="replace") == "# ninja log v5\n\ufffd\n"
     with pytest.raises(UnicodeDecodeError):
         fj.read_text(str(tmp_path / ".ninja_log"))
+
+
+# Issue 38 item 4: a module prebuilt in the image (flashinfer 0.7 JIT-cache providers).
+PREBUILT = {
+    "kind": "prebuilt",
+    "image_digest": "sha256:" + "7" * 64,
+    "flashinfer_version": "0.7.2.post1",
+    "arch": "121a",
+    "module": "fused_moe_120",
+    "aot": [{"provider": "cu130-sm121a", "path": "/opt/jit_cache/fused_moe_120/fused_moe_120.so", "sha256": "ab"}],
+}
+WANTED_07 = {"image_digest": "sha256:" + "7" * 64, "flashinfer_version": "0.7.2.post1", "compute_capability": "12.1"}
+
+
+def test_a_prebuilt_stamp_is_present_without_a_library_in_the_cache():
+    present, reason = fj.cache_state(WANTED_07, PREBUILT, None)
+    assert present and "prebuilt in the image (/opt/jit_cache/fused_moe_120/fused_moe_120.so)" in reason
+    assert not fj.cache_state(WANTED_07 | {"image_digest": "sha256:" + "8" * 64}, PREBUILT, None)[0]
+    assert not fj.cache_state(WANTED_07, PREBUILT | {"aot": []}, None)[0]
+
+
+def test_pitfall_rebuild_at_profiling_the_serving_unit_must_reach_the_prebuilt_module():
+    same = fj.ninja_identity("spark-1", PREBUILT, None, "any text", PREBUILT["aot"])
+    assert same["same"] and "loads the prebuilt /opt/jit_cache" in same["message"]
+    missing = fj.ninja_identity("spark-1", PREBUILT, None, "any text", [])
+    assert not missing["same"]
+    assert missing["message"].startswith("spark-1: the prebuild found fused_moe_120 prebuilt in the image")
+    assert "No serving unit was started." in missing["message"]
+
+
+def test_a_prebuilt_module_the_prebuild_did_not_see_is_refused():
+    built = {"module": "fused_moe_120", "ninja_sha256": fj.sha256_text("ninja")}
+    verdict = fj.ninja_identity("spark-1", built, "ninja", "ninja", PREBUILT["aot"])
+    assert not verdict["same"]
+    assert "that the prebuild's environment did not see" in verdict["message"]
+    assert fj.ninja_identity("spark-1", built, "ninja", "ninja", [])["same"]
