@@ -32,6 +32,17 @@ def drain_verdict(servers, views, force=False):
     return dict(result, names=names)
 
 
+def removal_verdict(servers, nodes, serving_hosts, proxies, monitoring, topology, force=False):
+    try:
+        names = _drain.server_names(servers)
+    except ValueError as err:
+        return {"ok": False, "msg": str(err).replace("drain_servers", "remove_node"), "names": [], "remaining": []}
+    result = _drain.removal_verdict(
+        names, list(nodes), list(serving_hosts), list(proxies), list(monitoring), str(topology), boolean(force)
+    )
+    return dict(result, names=names)
+
+
 def answer_check_request(prompt, model, max_tokens):
     return _answer_check.request(str(model), str(prompt), int(max_tokens))
 
@@ -67,6 +78,7 @@ class FilterModule:
     def filters(self):
         return {
             "drain_verdict": drain_verdict,
+            "removal_verdict": removal_verdict,
             "answer_check_request": answer_check_request,
             "answer_check_answers": answer_check_answers,
             "answer_check_reference": answer_check_reference,

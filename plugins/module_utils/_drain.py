@@ -108,3 +108,60 @@ def verdict(names, views, force=False):
         )
     result["ok"] = True
     return result
+
+
+# A rolling upgrade needs one replica serving while another changes (playbooks/rolling_upgrade.yml).
+ROLLING_MINIMUM = 2
+
+
+def removal_verdict(names, nodes, serving_hosts, proxies, monitoring, topology, force=False):
+    """May ``names`` leave the site (playbooks/remove_node.yml)? {"ok", "msg", "remaining"}.
+
+    Refused, force or not: a name that is not a node of the inventory, a node that runs a proxy or the monitoring
+    (they must move first), a tensor-parallel profile (one model split over the nodes: a node cannot leave it while
+    it serves). Refused unless ``force``: fewer replicas left than a rolling upgrade needs (ROLLING_MINIMUM).
+    Nothing has changed when it refuses."""
+    names = list(names)
+    remaining = [host for host in serving_hosts if host not in names]
+    result = {"ok": False, "remaining": remaining}
+    unknown = [name for name in names if name not in nodes]
+    if unknown:
+        result["msg"] = (
+            f"{', '.join(unknown)}: not a node of this inventory's gb10_nodes ({', '.join(nodes) or 'none'}). "
+            "Nothing was changed"
+        )
+        return result
+    if topology != "replicas":
+        result["msg"] = (
+            f"the profile is {topology}: one model split over {', '.join(nodes)}, which cannot lose a node while it "
+            "serves. Switch to replicas first (playbooks/switch_topology.yml), or change the group in a maintenance "
+            "window. Nothing was changed"
+        )
+        return result
+    roles = (("a proxy", proxies), ("the monitoring", monitoring))
+    holding = [
+        f"{name} runs {' and '.join(what for what, hosts in roles if name in hosts)}"
+        for name in names
+        if name in proxies or name in monitoring
+    ]
+    if holding:
+        result["msg"] = (
+            f"{'; '.join(holding)}: move it to another node first (the inventory's gb10_proxy and gb10_monitoring "
+            "groups, then site.yml), then remove this node. Nothing was changed"
+        )
+        return result
+    if len(remaining) < ROLLING_MINIMUM and not force:
+        result["msg"] = (
+            f"removing {', '.join(names)} leaves {len(remaining)} replica(s) ({', '.join(remaining) or 'none'}) of "
+            f"{len(serving_hosts)}: a rolling upgrade needs {ROLLING_MINIMUM}, one serving while another changes. "
+            "Add a node first (site.yml with it in gb10_nodes), or remove anyway with -e remove_node_force=true. "
+            "Nothing was changed"
+        )
+        return result
+    result["ok"] = True
+    result["msg"] = f"removing {', '.join(names)}: {', '.join(remaining) or 'no replica'} keep serving" + (
+        f" (forced: fewer than the {ROLLING_MINIMUM} a rolling upgrade needs)"
+        if len(remaining) < ROLLING_MINIMUM
+        else ""
+    )
+    return result

@@ -91,3 +91,40 @@ def test_filter_parses_then_decides():
     assert F["drain_verdict"]("spark-1,spark-2", views, "true")["ok"]
     refused = F["drain_verdict"]("", views)
     assert not refused["ok"] and refused["names"] == [] and "drain_servers" in refused["msg"]
+
+
+NODES = ["spark-1", "spark-2", "spark-3"]
+PROXIES = ["spark-1", "spark-2"]
+
+
+def test_removing_the_third_of_three_replicas_is_allowed():
+    found = _drain.removal_verdict(["spark-3"], NODES, NODES, PROXIES, [], "replicas")
+    assert found["ok"] and found["remaining"] == ["spark-1", "spark-2"]
+    assert found["msg"] == "removing spark-3: spark-1, spark-2 keep serving"
+
+
+def test_removal_below_what_a_rolling_upgrade_needs_is_refused_unless_forced():
+    two = NODES[:2]
+    found = _drain.removal_verdict(["spark-2"], two, two, ["spark-1"], [], "replicas")
+    assert not found["ok"]
+    assert found["msg"].startswith(
+        "removing spark-2 leaves 1 replica(s) (spark-1) of 2: a rolling upgrade needs 2, one serving while another"
+    )
+    assert "-e remove_node_force=true" in found["msg"] and found["msg"].endswith("Nothing was changed")
+    forced = _drain.removal_verdict(["spark-2"], two, two, ["spark-1"], [], "replicas", force=True)
+    assert forced["ok"] and "forced: fewer than the 2 a rolling upgrade needs" in forced["msg"]
+
+
+def test_removal_of_a_proxy_or_monitoring_node_or_a_stranger_is_refused_even_forced():
+    proxy = _drain.removal_verdict(["spark-2"], NODES, NODES, PROXIES, ["spark-2"], "replicas", force=True)
+    assert not proxy["ok"] and proxy["msg"].startswith("spark-2 runs a proxy and the monitoring: move it to another")
+    stranger = _drain.removal_verdict(["spark-9"], NODES, NODES, PROXIES, [], "replicas", force=True)
+    assert not stranger["ok"] and stranger["msg"].startswith("spark-9: not a node of this inventory's gb10_nodes")
+    split = _drain.removal_verdict(["spark-3"], NODES, ["spark-1"], PROXIES, [], "tensor_parallel", force=True)
+    assert not split["ok"] and "playbooks/switch_topology.yml" in split["msg"]
+
+
+def test_removal_filter_parses_the_names():
+    found = F["removal_verdict"]("spark-3", NODES, NODES, PROXIES, [], "replicas", "false")
+    assert found["ok"] and found["names"] == ["spark-3"]
+    assert "remove_node" in F["removal_verdict"]("", NODES, NODES, PROXIES, [], "replicas")["msg"]
