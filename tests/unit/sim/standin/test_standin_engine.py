@@ -195,7 +195,10 @@ def answer(engine, content, **over):
 def test_greedy_answer_follows_prompt_weights_and_dtype_only():
     """Two replicas on the same weights and dtype answer a prompt alike; another dtype, a changed weight or another
     prompt answers otherwise (the upgrade's answer check, roles/upgrade_node)."""
-    same = [eng.Engine(config(dtype="bfloat16", weights_digest="w1")) for _ in range(2)]
+    same = [
+        eng.Engine(config(dtype="bfloat16", weights_digest="w1")),
+        eng.Engine(config(dtype="bfloat16", weights_digest="w1")),
+    ]
     assert answer(same[0], "What is 2+2?")[0] == answer(same[1], "What is 2+2?")[0]
     assert answer(same[0], "What is 2+2?")[0] != answer(same[0], "Name a colour.")[0]
     other_dtype = eng.Engine(config(dtype="float16", weights_digest="w1"))
