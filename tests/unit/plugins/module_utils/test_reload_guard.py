@@ -30,11 +30,11 @@ LINKED = {
 }
 
 
-def _verdict(driver="systemd", devices=DEVICES, links=None, rule=None, ctk=True, create=False, daemon=None):
+def _verdict(driver="systemd", devices=None, links=None, rule=None, ctk=True, create=False, daemon=None):
     return guard.verdict(
         "spark-1",
         driver,
-        devices,
+        DEVICES if devices is None else devices,
         {} if links is None else links,
         rule,
         ctk,
