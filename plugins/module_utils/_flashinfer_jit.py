@@ -285,9 +285,9 @@ def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
     of the build.ninja on the node (None when missing); given, the stamp must record the same (issue 17: the build's
     own identity; the serving unit's is compared afterwards, in its own container). Returns (present, reason).
     """
-    if found_stamp and found_stamp.get("kind") == "prebuilt":
-        return _prebuilt_state(wanted, found_stamp)
-    if library_sha256 is None:
+    # A prebuilt stamp (issue 38 item 4): the module lives in the image (its digest pins the bytes), not the cache.
+    prebuilt = bool(found_stamp) and found_stamp.get("kind") == "prebuilt"
+    if library_sha256 is None and not prebuilt:
         return False, "the module library is not in the cache"
     if not found_stamp:
         return False, "the module library is there but carries no prebuild stamp (built by someone else, or cut short)"
@@ -300,6 +300,11 @@ def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
     for key, value in expect.items():
         if found_stamp.get(key) != value:
             return False, f"stamp {key} is {found_stamp.get(key)!r}, wanted {value!r}"
+    if prebuilt:
+        paths = ", ".join(item.get("path", "?") for item in found_stamp.get("aot") or [])
+        if not paths:
+            return False, "the prebuilt stamp names no prebuilt module: the prebuild re-checks the image"
+        return True, f"{expect['module']} prebuilt in the image ({paths}), {expect['image_digest']}"
     if found_stamp.get("library_sha256") != library_sha256:
         return False, "the module library changed since it was stamped"
     if ninja_sha256 is not _UNSET:
@@ -311,22 +316,6 @@ def cache_state(wanted, found_stamp, library_sha256, ninja_sha256=_UNSET):
         True,
         f"{expect['module']} for {expect['arch']}, flashinfer {expect['flashinfer_version']}, {expect['image_digest']}",
     )
-
-
-def _prebuilt_state(wanted, found_stamp):
-    """A prebuilt stamp (issue 38 item 4): the module lives in the image (its digest pins the bytes), not the cache."""
-    expect = {
-        "image_digest": wanted["image_digest"],
-        "flashinfer_version": wanted["flashinfer_version"],
-        "arch": arch_dir(wanted["compute_capability"]),
-    }
-    for key, value in expect.items():
-        if found_stamp.get(key) != value:
-            return False, f"stamp {key} is {found_stamp.get(key)!r}, wanted {value!r}"
-    paths = ", ".join(item.get("path", "?") for item in found_stamp.get("aot") or [])
-    if not paths:
-        return False, "the prebuilt stamp names no prebuilt module: the prebuild re-checks the image"
-    return True, f"{found_stamp.get('module')} prebuilt in the image ({paths}), {expect['image_digest']}"
 
 
 def _aot_key(artifacts):

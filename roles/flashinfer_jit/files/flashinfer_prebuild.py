@@ -100,6 +100,13 @@ def _aot(spec):
     ]
 
 
+def _write_stamp(path, stamp):
+    """Written aside and renamed: a reader never sees half a stamp."""
+    with open(path + ".tmp", "w") as handle:
+        json.dump(stamp, handle, sort_keys=True, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def _text_sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -255,9 +262,7 @@ def parent(args):
         "build_seconds": seconds,
         **_ninja_log_summary(build_dir),
     }
-    with open(stamp_path + ".tmp", "w") as handle:
-        json.dump(stamp, handle, sort_keys=True, indent=1)
-    os.replace(stamp_path + ".tmp", stamp_path)
+    _write_stamp(stamp_path, stamp)
     _result(status="built", seconds=seconds, stamp=stamp, log=log_path, **common)
     return 0
 
@@ -280,9 +285,7 @@ def _prebuilt(args, spec, jit_env, version, aot, stamp_path, common, major, mino
     with open(os.path.join(os.path.dirname(stamp_path), LOG_NAME), "w") as log:
         paths = ", ".join(item["path"] for item in aot)
         log.write(f"gb10-prebuild: {spec.name} is prebuilt ({paths}): nothing built\n")
-    with open(stamp_path + ".tmp", "w") as handle:
-        json.dump(stamp, handle, sort_keys=True, indent=1)
-    os.replace(stamp_path + ".tmp", stamp_path)
+    _write_stamp(stamp_path, stamp)
     _result(status="prebuilt", seconds=0, stamp=stamp, **common)
     return 0
 
