@@ -62,6 +62,11 @@ load() {  # $1: label; $2: engine.env: vLLM's call in a fresh process, the servi
   echo "ninja_log entries: $before before, $(grep -vc '^#' "$b/.ninja_log") after; .so mtime $mtime -> $(stat -c %Y "$b"/*.so)"
 }
 
+setup() {  # the collection importable (the identity module), the rendered env files and the image digest in $S
+  mkdir -p /tmp/gb10-ac/ansible_collections/gb10; ln -sfn "$PWD" /tmp/gb10-ac/ansible_collections/gb10/serving
+  sed -n 's/^GB10_IMAGE_DIGEST=//p' "$W/build.env" > "$S/digest"; cp "$W"/engine.env "$W"/build.env "$S/"
+}
+
 changed_inputs() {  # each must be refused before any unit starts, naming the differing build.ninja line
   log "changed input 1: FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1 in the serving environment (flashinfer/jit/cpp_ext.py reads it into ldflags)"
   { cat "$S/engine.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
@@ -80,9 +85,8 @@ start)
   nvcc --version | tail -2; ninja --version; nproc; free -m | head -2; nvidia-smi -L; uname -m
   log install
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$W"/*.whl 2>&1 | tail -2
-  mkdir -p /tmp/gb10-ac/ansible_collections/gb10; ln -sfn "$PWD" /tmp/gb10-ac/ansible_collections/gb10/serving
+  setup
   python3 -c 'import flashinfer, ansible; print("flashinfer", flashinfer.__version__, "ansible-core", ansible.__path__)' || exit 1
-  sed -n 's/^GB10_IMAGE_DIGEST=//p' "$W/build.env" > "$S/digest"; cp "$W"/engine.env "$W"/build.env "$S/"
   log "MAX_JOBS (the role's formula, roles/flashinfer_jit: plugins/module_utils/_flashinfer_jit.max_jobs)"
   python3 device/flashinfer/max_jobs.py --limit-mib "$3" | tee "$S/max_jobs.txt"
   J=$(tail -1 "$S/max_jobs.txt"); echo "$J" > "$S/jobs"
@@ -94,8 +98,7 @@ start)
   follow "${4:-480}" ;;
 follow) follow "$2" ;;
 rehearse)  # here, no GPU, no compile: the build.ninja the prebuild would write, stamped, then the identity checks
-  W=$2; mkdir -p /tmp/gb10-ac/ansible_collections/gb10; ln -sfn "$PWD" /tmp/gb10-ac/ansible_collections/gb10/serving
-  sed -n 's/^GB10_IMAGE_DIGEST=//p' "$W/build.env" > "$S/digest"; cp "$W"/engine.env "$W"/build.env "$S/"
+  W=$2; setup
   "$PY" "$EXEC" "$S/build.env" -- "$PY" "$ENTRY" --ninja-only --compute-capability 12.1 | "$PY" -c '
 import hashlib, json, os, sys
 line = [l for l in sys.stdin if l.startswith("GB10_PREBUILD_NINJA ")][-1]
