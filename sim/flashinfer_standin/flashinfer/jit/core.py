@@ -6,7 +6,9 @@
   include paths, the cache's path) to ``<FLASHINFER_JIT_DIR>/<name>/build.ninja`` when it differs;
   build_and_load always runs ninja, which has nothing to do only when build.ninja (every unit's command) and the
   sources are unchanged: another CC rebuilds every unit, as in flashinfer (JitSpecNvcc.try_load trusts only AOT
-  artifacts). Ninja's output is printed when FLASHINFER_JIT_VERBOSE=1.
+  artifacts). Ninja's output is printed when FLASHINFER_JIT_VERBOSE=1;
+- ``build_and_load`` loads a prebuilt artifact first when one covers the target (``try_load``, env.get_aot_artifacts:
+  flashinfer 0.7.2.post1's JIT-cache providers, or 0.6.18's own data/aot) and then runs no ninja at all.
 """
 
 import ctypes
@@ -76,7 +78,32 @@ class JitSpecNvcc:
     def load(self, so_path=None):
         return ctypes.CDLL(str(so_path or self.jit_library_path))
 
+    @property
+    def aot_artifacts(self):
+        return jit_env.get_aot_artifacts(self.name)
+
+    @property
+    def is_aot(self):
+        return bool(self.aot_artifacts)
+
+    @property
+    def aot_path(self):
+        artifacts = self.aot_artifacts
+        return artifacts[0].path if artifacts else jit_env.FLASHINFER_AOT_DIR / self.name / f"{self.name}.so"
+
+    def try_load(self):
+        """A prebuilt artifact for the target loads without ninja (0.7.2.post1 JitSpecNvcc.try_load); else None."""
+        for artifact in self.aot_artifacts:
+            try:
+                return self.load(artifact.path)
+            except OSError:
+                continue
+        return None
+
     def build_and_load(self):
+        loaded = self.try_load()
+        if loaded is not None:
+            return loaded
         self.build()
         return self.load()
 
