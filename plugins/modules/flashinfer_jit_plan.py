@@ -99,6 +99,12 @@ reason:
   description: Why the cache counts as present or not.
   type: str
   returned: always
+kind:
+  description:
+    - How the present module came, from its stamp - C(built) in this cache, or C(prebuilt) (the image carries it,
+      a FlashInfer JIT-cache provider for the node's architecture; nothing was built). Empty when not present.
+  type: str
+  returned: always
 per_job_peak_mib:
   description: The per-job figure the arithmetic used, MiB.
   type: int
@@ -193,6 +199,7 @@ def run(params):
         "problems": problems,
         "present": present,
         "reason": reason,
+        "kind": (found.get("kind") or "built") if present else "",
         "module": host["module"],
         "arch": fj.arch_dir(params["compute_capability"]),
         "host_paths": host,

@@ -53,6 +53,20 @@ def test_stamped_module_means_skip(tmp_path):
     assert result["changed"] is False
 
 
+def test_kind_says_how_the_present_module_came(tmp_path):
+    """The role reports a prebuilt module as prebuilt, not as built (issue 38 item 4, seen in the simulation)."""
+    assert flashinfer_jit_plan.run(params(tmp_path))["kind"] == ""
+    build(tmp_path)
+    assert flashinfer_jit_plan.run(params(tmp_path))["kind"] == "built"
+    stamp_path = tmp_path / fj.cache_paths(tmp_path, "0.6.18", "12.1")["stamp"][len(str(tmp_path)) + 1 :]
+    stamp = json.loads(stamp_path.read_text())
+    aot = [{"provider": "sm121a", "path": "/opt/venv/.../fused_moe_120.so", "sha256": "e" * 64}]
+    stamp_path.write_text(json.dumps(stamp | {"kind": "prebuilt", "aot": aot}))
+    (stamp_path.parent / "fused_moe_120.so").unlink()
+    result = flashinfer_jit_plan.run(params(tmp_path))
+    assert (result["present"], result["kind"]) == (True, "prebuilt"), result["reason"]
+
+
 def test_module_of_another_image_means_build(tmp_path):
     build(tmp_path, digest="registry:5000/vllm@sha256:" + "d" * 64)
     result = flashinfer_jit_plan.run(params(tmp_path))
