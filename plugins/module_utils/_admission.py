@@ -66,17 +66,21 @@ def verdict(node, figures, table, shm_mib, top, judged_source="measured"):
 
     figures: meminfo() of the node (MemAvailable, MemFree, ... in MiB), ``MemAvailable`` possibly stated (a node
     whose own view is not the machine's: ``judged_source`` says which); table: the plan's memory table of this node
-    (budget_gib, other_work_reserve_gib, margin_gib); shm_mib: the engine container's /dev/shm; top: top_consumers().
-    Returns {admitted, available_mib, need_mib, parts, message}.
+    (budget_gib, shm_gib, other_work_reserve_gib, margin_gib, start_need_gib); shm_mib: the engine container's
+    /dev/shm where the table holds none (a plan before shm_gib); top: top_consumers().
+    Returns {admitted, available_mib, need_mib, parts, message}. The need is the plan's start_need_gib where the
+    table states it (never derived again here), else the sum of the parts.
     """
     available = figures.get("MemAvailable")
+    shm = float(table["shm_gib"]) * MIB_PER_GIB if table.get("shm_gib") is not None else float(shm_mib or 0)
     parts = {
         "budget_mib": float(table.get("budget_gib") or 0) * MIB_PER_GIB,
-        "shm_mib": float(shm_mib or 0),
+        "shm_mib": shm,
         "other_work_reserve_mib": float(table.get("other_work_reserve_gib") or 0) * MIB_PER_GIB,
         "margin_mib": float(table.get("margin_gib") or 0) * MIB_PER_GIB,
     }
-    need = sum(parts.values())
+    stated = table.get("start_need_gib")
+    need = float(stated) * MIB_PER_GIB if stated is not None else sum(parts.values())
     result = {"admitted": False, "available_mib": available, "need_mib": round(need, 1), "parts": parts}
     if available is None:
         result["message"] = (

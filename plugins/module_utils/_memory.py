@@ -83,13 +83,19 @@ def node_table(
     kv_cache_bytes=None,
     kv_token_bytes=None,
     context_length=None,
+    shm_gib=0.0,
+    margin_gib=0.0,
 ):
     """The memory table of one node.
 
     budget   = share x MemTotal (what vLLM takes from unified memory)
     kv_cache = budget - resident weights - drafter - activation reserve (or the explicit
                --kv-cache-memory-bytes, which must fit in that remainder)
-    headroom = measured MemAvailable - other work's reserve - budget (what the host keeps)
+    shm      = the engine container's private /dev/shm (a tmpfs carved from the same unified memory; 0 where the
+               container uses the host's IPC namespace)
+    headroom = measured MemAvailable - other work's reserve - budget - shm (what the host keeps)
+    start_need = budget + shm + other work's reserve + margin: the MemAvailable an engine start (or a watchdog's
+               restart) is admitted with (issue 39, item 2; ``_admission.py``)
     """
     budget = gpu_memory_utilization * mem_total_gib
     kv_room = budget - weights_gib - drafter_gib - activation_reserve_gib
@@ -106,7 +112,9 @@ def node_table(
         "kv_cache_gib": round(kv_cache, 2),
         "kv_cache_source": "computed" if kv_cache_bytes is None else "--kv-cache-memory-bytes",
         "other_work_reserve_gib": round(other_work_reserve_gib, 2),
-        "headroom_gib": round(mem_available_gib - other_work_reserve_gib - budget, 2),
+        "shm_gib": round(shm_gib, 2),
+        "headroom_gib": round(mem_available_gib - other_work_reserve_gib - budget - shm_gib, 2),
+        "start_need_gib": round(budget + shm_gib + other_work_reserve_gib + margin_gib, 2),
         "kv_tokens": None,
         "requests_at_full_context": None,
     }

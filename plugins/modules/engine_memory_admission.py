@@ -21,11 +21,15 @@ options:
     type: str
     required: true
   table:
-    description: The plan's memory table of this node (budget_gib, other_work_reserve_gib, margin_gib).
+    description:
+      - The plan's memory table of this node (budget_gib, shm_gib, other_work_reserve_gib, margin_gib and the need,
+        start_need_gib). The engine container's /dev/shm is the plan's (shm_gib).
     type: dict
     required: true
   shm_size:
-    description: The engine container's /dev/shm size (Docker's --shm-size, such as 8g).
+    description:
+      - The engine container's /dev/shm size (Docker's --shm-size, such as 8g), counted only where O(table) holds
+        no shm_gib (a table of a plan before the plan stated the size).
     type: str
     default: '0'
   stated_available_mib:
@@ -60,7 +64,6 @@ EXAMPLES = r"""
   gb10.serving.engine_memory_admission:
     node: "{{ inventory_hostname }}"
     table: "{{ gb10_node_plan.memory }}"
-    shm_size: 8g
 """
 
 RETURN = r"""

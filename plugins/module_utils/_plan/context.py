@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import ipaddress
+import re
 
-from .. import _memory, _vllm_catalog
+from .. import _admission, _memory, _vllm_catalog
 from . import argv as _argv
 from . import exposure as _exposure
 from . import mp as _mp
@@ -32,6 +33,19 @@ TP_ROLES = {"mp": ("tp_head", "tp_rank"), "ray": ("ray_head", "ray_worker")}
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 DEFAULT_PORT = 8000
+
+
+# The engine container's private /dev/shm (issue 39, item 2): Docker's --shm-size, a whole number with b, k, m or g,
+# written bare into the unit. A replica and each rank of vLLM's own multi-node launch get one (their processes share
+# one container); the Ray launcher's containers use the host's IPC namespace (Ray's object store), and get none.
+# The default, 1g, is six times what vLLM's queue was measured to take (MIN_SHM_MIB); the whole size counts in the
+# node's memory table, as a tmpfs may fill to it.
+SHM_SIZE_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?\Z")
+DEFAULT_SHM_SIZE = "1g"
+PRIVATE_SHM_ROLES = ("replica", "tp_head", "tp_rank")
+# vLLM's shared-memory message queue refused Docker's default 64 MiB ("Insufficient space in /dev/shm ... 160 MiB
+# required, 64 MiB free": measured on vLLM 0.32 with the mp launcher's head, sim/vllm_cpu/README.md, commit 011f13f).
+MIN_SHM_MIB = 160
 
 
 # A bind address that names no one host: clients then reach the proxy at the address the plan picks.
@@ -242,6 +256,10 @@ def _derive_profile_values(ctx):
     memory_cfg = profile.get("memory") or {}
     ctx.margin = ctx.number(memory_cfg.get("margin_gib"), 5.0, "memory.margin_gib")
     ctx.activation = ctx.number(memory_cfg.get("activation_reserve_gib"), 0.0, "memory.activation_reserve_gib")
+    given = memory_cfg.get("shm_size", DEFAULT_SHM_SIZE)
+    ctx.shm_size = str(given) if isinstance(given, (str, int)) and not isinstance(given, bool) else None
+    ctx.shm_size_given = given
+    ctx.shm_mib = _admission.parse_size_mib(ctx.shm_size) if ctx.shm_size and SHM_SIZE_RE.match(ctx.shm_size) else None
     ctx.checkpoint = ctx.number(model.get("checkpoint_gib"), 0.0, "model.checkpoint_gib")
     ctx.weights = ctx.checkpoint / ctx.tp_size
     kv_dtype = str(ctx.options.get("kv-cache-dtype", "auto"))
@@ -310,6 +328,10 @@ def _derive_node(ctx, host):
         max_seqs if serves and isinstance(max_seqs, int) and not isinstance(max_seqs, bool) else None
     )
     entry.update(units)
+    # the engine container's private /dev/shm (--shm-size), None where it has none (the Ray launcher: host IPC)
+    private_shm = role in PRIVATE_SHM_ROLES
+    entry["shm_size"] = ctx.shm_size if private_shm and ctx.shm_mib is not None else None
+    shm_gib = (ctx.shm_mib or 0.0) / _memory.MIB_PER_GIB if private_shm else 0.0
     entry["facts_source"] = dict(node.get("facts_source") or {})
     entry["facts_measured"] = dict(node.get("facts_measured") or {})
     ctx.entries[host] = entry
@@ -378,10 +400,12 @@ def _derive_node(ctx, host):
             kv_cache_bytes=ctx.explicit_kv_bytes,
             kv_token_bytes=ctx.token_bytes,
             context_length=ctx.context_length,
+            shm_gib=shm_gib,
+            margin_gib=ctx.margin,
         )
         table["margin_gib"] = ctx.margin
         entry["memory"] = table
-        memory = {"table": table, "total": total, "available": available, "reserve": reserve}
+        memory = {"table": table, "total": total, "available": available, "reserve": reserve, "shm": shm_gib}
     ctx.per_node[host] = {
         "node": node,
         "facts": facts,
@@ -472,7 +496,8 @@ def _derive_tp_group(ctx):
         return
     figures = judged(ctx)
     limits = {
-        host: _memory.max_share(f["available"], f["reserve"], ctx.margin, f["total"]) for host, f in figures.items()
+        host: _memory.max_share(f["available"], f["reserve"] + f["shm"], ctx.margin, f["total"])
+        for host, f in figures.items()
     }
     summary = _tp.group_memory(
         {h: f["table"] for h, f in figures.items()}, ctx.group_share, ctx.share_set_by, ctx.context_length

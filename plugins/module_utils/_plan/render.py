@@ -21,8 +21,10 @@ _MEMORY_ROWS = (
     ("kv_tokens", "KV tokens", ""),
     ("requests_at_full_context", "requests at full context", ""),
     ("other_work_reserve_gib", "other work reserve", "GiB"),
-    ("headroom_gib", "host headroom (avail - other - budget)", "GiB"),
+    ("shm_gib", "engine /dev/shm", "GiB"),
+    ("headroom_gib", "host headroom (avail-other-budget-shm)", "GiB"),
     ("margin_gib", "required margin", "GiB"),
+    ("start_need_gib", "a start needs MemAvailable >=", "GiB"),
 )
 
 
@@ -127,6 +129,40 @@ def vllm_catalog_line(catalog):
     )
 
 
+def fabric_lines(fabric, nccl):
+    """The plan's lines on a tensor-parallel group's fabric and NCCL (issue 39 items 3-4); none in replicas.
+
+    The bandwidth is measured on the nodes, not here: the plan states the floor and where the figures are printed."""
+    lines = []
+    if fabric:
+        mtu = f"MTU {fabric['mtu']} on every rank" if fabric.get("mtu") else "one MTU on every rank (none stated)"
+        lines.append(
+            "fabric: {}, checked by node_preflight; bandwidth floor {:g} Gbit/s from each rank to {} (iperf3, one TCP "
+            "stream, {} s), measured before the group's units start by roles/serving (tasks/fabric.yml), which prints "
+            "'fabric bandwidth: <rank> -> {}: <Gbit/s> (floor {:g} Gbit/s)' and refuses a rank below it".format(
+                mtu,
+                fabric["bandwidth_floor_gbit"],
+                fabric["head"],
+                fabric["measure_seconds"],
+                fabric["head"],
+                fabric["bandwidth_floor_gbit"],
+            )
+        )
+    if nccl:
+        lines.append(
+            "nccl: one build on every rank ({}); minimum {} ({}), {}; each rank's image's NCCL read and recorded by "
+            "roles/serving_image (gb10_gated_image_file, printed by playbooks/status.yml)".format(
+                ", ".join(nccl["ranks"]),
+                nccl["min_version"],
+                nccl["min_source"],
+                "held: CUDA graphs span the nodes"
+                if nccl["cuda_graphs"]
+                else "not held: no CUDA graphs (enforce-eager or cudagraph_mode NONE)",
+            )
+        )
+    return lines
+
+
 def format_plan(result):
     """The plan as readable text: one block per node (argv, env, Ray, memory table), then the violations."""
     lines = [
@@ -178,6 +214,7 @@ def format_plan(result):
                 high,
             )
         )
+    lines.extend(fabric_lines(result.get("fabric"), result.get("nccl")))
     if result.get("exposure") is not None:
         lines.extend(format_exposure(result["exposure"], result.get("exposure_names") or {}))
     for host, entry in sorted(result["nodes"].items()):

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 from .. import _memory
-from .context import judged
+from .context import MIN_SHM_MIB, PRIVATE_SHM_ROLES, judged
 from .registry import rule
-from .violation import violation
+from .violation import ALL_NODES, violation
 
 _BUDGET = "seed 004: the tighter node being the real budget"
 
@@ -70,7 +70,9 @@ def memory_headroom(ctx):
             continue
         share = table["gpu_memory_utilization"]
         if group is None:
-            best = _memory.max_share(figures["available"], figures["reserve"], ctx.margin, figures["total"])
+            best = _memory.max_share(
+                figures["available"], figures["reserve"] + figures["shm"], ctx.margin, figures["total"]
+            )
             fix = (
                 f"Lower nodes.{host}.gpu_memory_utilization to {_fmt(best)} or less "
                 "(judged on this node's own figures; the tighter node is the real budget)"
@@ -86,7 +88,8 @@ def memory_headroom(ctx):
             "memory_headroom",
             table["headroom_gib"],
             "{host} keeps {headroom} GiB for the host: MemAvailable {available} GiB - other work {reserve} GiB "
-            "- vLLM budget {budget} GiB ({share} x {total} GiB) is below the margin {margin} GiB. {fix}".format(
+            "- vLLM budget {budget} GiB ({share} x {total} GiB) - the engine's /dev/shm {shm} GiB is below the "
+            "margin {margin} GiB. {fix}".format(
                 host=host,
                 headroom=_fmt(table["headroom_gib"]),
                 available=_fmt(figures["available"]),
@@ -94,9 +97,41 @@ def memory_headroom(ctx):
                 budget=_fmt(table["budget_gib"]),
                 share=share,
                 total=_fmt(figures["total"]),
+                shm=_fmt(table["shm_gib"]),
                 margin=_fmt(ctx.margin),
                 fix=fix,
             ),
+        )
+
+
+@rule(
+    "engine_shm_size",
+    pitfall="issue 39: Docker's /dev/shm is carved from the same unified memory; vLLM's queues need 160 MiB of it",
+)
+def engine_shm_size(ctx):
+    """The engine container's /dev/shm (memory.shm_size): a Docker size, and where the engine has a private one (a
+    replica, each rank of the mp launcher) at least what vLLM's shared-memory queue takes (MIN_SHM_MIB)."""
+    given = ctx.shm_size_given
+    if ctx.shm_mib is None:
+        yield violation(
+            ALL_NODES,
+            "engine_shm_size",
+            given,
+            f"memory.shm_size is {given!r}: give the engine container's /dev/shm as Docker's --shm-size takes it, a "
+            "whole number with b, k, m or g (8g); it is written into the unit and counted in each node's memory "
+            "table (the MemAvailable a start is admitted with)",
+        )
+        return
+    hosts = [host for host in ctx.hosts if ctx.per_node[host]["role"] in PRIVATE_SHM_ROLES]
+    if hosts and ctx.shm_mib < MIN_SHM_MIB:
+        yield violation(
+            ALL_NODES,
+            "engine_shm_size",
+            given,
+            f"memory.shm_size {given} ({ctx.shm_mib:g} MiB) is below the {MIN_SHM_MIB} MiB vLLM's shared-memory "
+            f"queue takes in the engine's private /dev/shm on {', '.join(hosts)} (measured on vLLM 0.32: "
+            f'"Insufficient space in /dev/shm ... 160 MiB required, 64 MiB free" refused the start). Fix: '
+            "memory.shm_size 1g or more (the default 8g)",
         )
 
 

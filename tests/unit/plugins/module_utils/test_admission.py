@@ -76,3 +76,13 @@ def test_parse_size_mib(size, mib):
 def test_parse_size_mib_refuses_words():
     with pytest.raises(ValueError, match="not a size"):
         admission.parse_size_mib("lots")
+
+
+def test_pitfall_memory_admitted_by_free_not_available_the_plans_need_and_shm():
+    """The plan's table states the /dev/shm (shm_gib, from memory.shm_size) and the need (start_need_gib): the
+    admission takes both from it and derives neither again; a shm_mib given beside it is not counted twice."""
+    table = dict(TABLE, shm_gib=1.0, start_need_gib=72.84)
+    found = admission.verdict("spark-1", {"MemAvailable": 72.0 * 1024}, table, 8192, [])
+    assert not found["admitted"] and found["need_mib"] == pytest.approx(72.84 * 1024, abs=0.1)
+    assert found["parts"]["shm_mib"] == 1024.0 and "/dev/shm 1.00 GiB" in found["message"]
+    assert admission.verdict("spark-1", {"MemAvailable": 73.0 * 1024}, table, 8192, [])["admitted"]

@@ -51,7 +51,6 @@ QUOTED = [
     "serving_capabilities",
     "serving_tp_capabilities",
     "serving_docker_gpus",
-    "serving_replica_shm_size",
     "serving_stop_grace",
     "serving_warmup_max_tokens",
     "serving_warmup_prompt",
@@ -61,6 +60,10 @@ QUOTED = [
     "serving_watchdog_ray_start_grace",
     "serving_watchdog_rank_start_grace",
     "serving_watchdog_ray_timeout",
+    # the watchdog's admission (issue 39 item 2): compared, or through | int (_serving_stated_available_mib)
+    "serving_memory_admission",
+    "gb10_node_figures_prefer",
+    "gb10_stated_facts",
 ]
 # secrets.env and ray.env (Ray's token, serving_ray_auth_token where given), through docker_env_file.
 SECRETS = ["gb10_api_key", "serving_secrets", "serving_ray_auth_token"]
@@ -122,7 +125,14 @@ ENGINE_UNITS = {
 def render_unit(template, **given):
     role = ENGINE_UNITS[template]
     item = next(u for u in UNITS[role]["units"] if u["template"] == template)
-    node = {"role": role, "argv": ["vllm", "serve", "/m"], "ray_start": ["ray", "start", "--head"], "rank": 0}
+    # the plan's /dev/shm size: validated by the plan (engine_shm_size), as the unit gets it
+    node = {
+        "role": role,
+        "argv": ["vllm", "serve", "/m"],
+        "ray_start": ["ray", "start", "--head"],
+        "rank": 0,
+        "shm_size": "1g" if role in ("replica", "tp_head", "tp_rank") else None,
+    }
     return environment().get_template(template).render(**unit_values(**given), _serving_node=node, item=item)
 
 
@@ -181,7 +191,6 @@ def test_what_reaches_execstart_is_quoted_one_word_each(template, kind):
         "serving_capabilities": ["SYS_NICE" + BAD[kind]],
         "serving_tp_capabilities": ["IPC_LOCK" + BAD[kind]],
         "serving_docker_gpus": "all" + BAD[kind],
-        "serving_replica_shm_size": "8g" + BAD[kind],
         "serving_stop_grace": "30" + BAD[kind],
     }
     text = render_unit(template, **spoiled)

@@ -37,14 +37,23 @@ from _plan_fixtures import plan_mod, replicas, run, shipped_plan, tp
 UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head", "ray_worker", "tp_head", "tp_rank")}
 
 
-def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None, rank=None):
+def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None, rank=None, shm_size=None):
     config = "/etc/gb10/serving"
+    # the plan's /dev/shm of the engine's container (memory.shm_size; its default where a test gives none)
+    if shm_size is None and role in plan_mod.context.PRIVATE_SHM_ROLES:
+        shm_size = plan_mod.context.DEFAULT_SHM_SIZE
     values = {
         **plain_defaults(),
         "ansible_managed": "managed",
         "gb10_fabric_address": "192.168.200.11",
         "serving_docker_gpus": "all",
-        "_serving_node": {"role": role, "argv": argv or [], "ray_start": ray_start or [], "rank": rank},
+        "_serving_node": {
+            "role": role,
+            "argv": argv or [],
+            "ray_start": ray_start or [],
+            "rank": rank,
+            "shm_size": shm_size,
+        },
         "_serving_plan": plan or {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
         "item": item or next(u for u in UNITS[role]["units"] if u["template"] == template),
         "_serving_watchdog_bin": "/usr/local/libexec/gb10-serving-watchdog",
@@ -112,7 +121,8 @@ def test_replica_unit_drops_every_capability_and_keeps_a_private_ipc():
     opts = _opts(_render("gb10-vllm.service.j2", "replica", argv=["vllm", "serve", "/m"]))
     assert opts[opts.index("--cap-drop") + 1] == "ALL" and "--cap-add" not in opts
     assert opts[opts.index("--security-opt") + 1] == "no-new-privileges"
-    assert "--ipc" not in opts and opts[opts.index("--shm-size") + 1] == "8g"
+    # the plan's size (memory.shm_size; 1g by default), issue 39 item 2
+    assert "--ipc" not in opts and opts[opts.index("--shm-size") + 1] == "1g"
     assert PLAN_MOUNTS_HF in opts
     assert "/etc/gb10/serving/ray.env" not in opts
 
@@ -390,7 +400,14 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
         [unit] = node["units"]
         assert unit["template"] == "gb10-vllm-mp.service.j2"
         text = _render_text(
-            unit["template"], node["role"], node["argv"], node["ray_start"], item=unit, plan=plan, rank=node["rank"]
+            unit["template"],
+            node["role"],
+            node["argv"],
+            node["ray_start"],
+            item=unit,
+            plan=plan,
+            rank=node["rank"],
+            shm_size=node["shm_size"],
         )
         argv = _exec_start(text)
         assert _served(argv) == node["argv"], host
@@ -417,7 +434,8 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
             "gb10-vllm.service",
         ]
         # each rank's processes share one container: its own /dev/shm (vLLM's queues took 160 MiB on the sim model,
-        # more than Docker's 64 MiB default), no host IPC, no --pid into a Ray head, no Ray token
+        # more than Docker's 64 MiB default; the size is the plan's, sim-tp's memory.shm_size 8g), no host IPC, no
+        # --pid into a Ray head, no Ray token
         assert "--ipc" not in opts and opts[opts.index("--shm-size") + 1] == "8g" and "--pid" not in opts
         assert [opts[i + 1] for i, w in enumerate(opts) if w == "--cap-add"] == ["IPC_LOCK"]
         assert "/etc/gb10/serving/ray.env" not in opts and PLAN_MOUNTS_HF in opts

@@ -495,7 +495,7 @@ def test_mp_rank_watchdog_holds_the_heads_store_and_judges_the_heads_health_afte
 def test_mp_rank_without_its_heads_store_is_restarted_and_a_loading_head_is_not_counted(tmp_path, monkeypatch):
     restarted = []
     monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 300.0))
-    monkeypatch.setattr(watchdog, "_restart", lambda unit, units, containers: restarted.append(units) or 0)
+    monkeypatch.setattr(watchdog, "_restart", lambda unit, units, containers, admit=None: restarted.append(units) or 0)
     monkeypatch.setattr(watchdog, "_probe", lambda *a, **k: (False, "health: no answer"))
     connected = {"ok": True}
     monkeypatch.setattr(watchdog, "_master_check", lambda master: (connected["ok"], "store"))
@@ -509,3 +509,113 @@ def test_mp_rank_without_its_heads_store_is_restarted_and_a_loading_head_is_not_
     for _run in range(3):
         watchdog.main(argv)
     assert restarted == [["gb10-vllm-mp-rank.service"]]
+
+
+# --- issue 39 item 2: the watchdog's restart admitted by MemAvailable, like every other start of an engine ---------
+
+# spark-1's memory table in sim-replicas' plan (0.45 x 121.69 GiB, 8g /dev/shm, other work 6 GiB, margin 5 GiB)
+NEED = ["--mem-need-gib", "73.76", "--mem-need-parts", "budget=54.76,shm=8.0,other=6.0,margin=5.0"]
+
+
+def _admission_main(tmp_path, monkeypatch, available_mib, probe_ok=False, extra=()):
+    calls = []
+    monkeypatch.setattr(watchdog, "_unit_state", lambda unit: (True, True, 3600.0))
+    monkeypatch.setattr(watchdog, "_probe", lambda *args: (probe_ok, "completion: no answer within 5.0 s"))
+    monkeypatch.setattr(watchdog, "_docker", lambda *args: calls.append(("docker", *args)) or _done(0))
+    monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(("systemctl", *args)) or _done(0))
+    monkeypatch.setattr(watchdog, "_processes", lambda: [(4100, "python3", 40960.0), (812, "dockerd", 96.0)])
+    readings = iter(available_mib)
+    monkeypatch.setattr(watchdog, "_mem_available", lambda stated: (next(readings), "measured"))
+    monkeypatch.setattr(watchdog.time, "sleep", lambda seconds: None)
+    state = tmp_path / "failures"
+    state.write_text("2\n")
+    argv = ["--unit", "gb10-vllm.service", "--url", "http://10.0.0.1:8000/health", "--state", str(state)]
+    argv += ["--container", "gb10-vllm", *NEED, "--mem-wait", "0", *extra]
+    return watchdog.main(argv), calls, tmp_path / watchdog.REFUSED
+
+
+def test_pitfall_memory_admitted_by_free_not_available_watchdog_restart_refused(tmp_path, monkeypatch, capsys):
+    """The watchdog's restart is a start of the engine too: with the node's MemAvailable short of the plan's need
+    once the engine's container is killed, it is refused with the numbers and the units stopped (systemd's own
+    Restart= would start the killed unit again), never restarted."""
+    rc, calls, refused = _admission_main(tmp_path, monkeypatch, [60000.0])
+    assert rc == 0
+    assert calls == [
+        ("docker", "kill", "--signal", "SIGKILL", "gb10-vllm"),
+        ("systemctl", "stop", "--no-block", "gb10-vllm.service"),
+    ]
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "restart refused" in line)
+    assert (
+        "MemAvailable 58.59 GiB (measured) < the plan's need 73.76 GiB = vLLM budget 54.76 GiB + /dev/shm 8.0 GiB "
+        "+ other work 6.0 GiB + margin 5.0 GiB" in line
+    )
+    assert "What holds the memory now: python3 (pid 4100) 40.00 GiB, dockerd (pid 812) 0.09 GiB" in line
+    assert "gb10-vllm.service stopped; the watchdog starts none of them" in line
+    assert "restarting" not in out
+    # kept beside the failure count until the unit is healthy again
+    assert refused.read_text().strip() == line
+    _admission_main(tmp_path, monkeypatch, [], probe_ok=True)
+    assert not refused.exists()
+
+
+def test_pitfall_memory_admitted_by_free_not_available_watchdog_waits_for_the_killed_engines_memory(
+    tmp_path, monkeypatch, capsys
+):
+    # the killed engine's memory comes back over a few readings: admitted once MemAvailable reaches the need
+    readings, slept = iter([(30000.0, "measured"), (80000.0, "measured")]), []
+    monkeypatch.setattr(watchdog.time, "sleep", slept.append)
+    admitted, words = watchdog.admit_restart(
+        73.76, watchdog.need_parts("budget=54.76"), "", 5.0, read=lambda stated: next(readings)
+    )
+    assert (
+        admitted and words == "MemAvailable 78.12 GiB (measured) >= the plan's need 73.76 GiB = vLLM budget 54.76 GiB"
+    )
+    assert slept == [0.5]
+    # never admitted: refused on the last reading once the wait is over
+    admitted, words = watchdog.admit_restart(73.76, [], "", 0.0, read=lambda stated: (30000.0, "measured"))
+    assert not admitted and words.startswith("MemAvailable 29.30 GiB (measured) < the plan's need 73.76 GiB")
+
+
+def test_watchdog_restart_admitted_restarts_with_the_numbers(tmp_path, monkeypatch, capsys):
+    rc, calls, refused = _admission_main(tmp_path, monkeypatch, [80000.0])
+    assert calls[-1] == ("systemctl", "restart", "--no-block", "gb10-vllm.service") and rc == 0
+    assert "restart admitted: MemAvailable 78.12 GiB (measured) >= the plan's need 73.76 GiB" in capsys.readouterr().out
+    assert not refused.exists()
+
+
+def test_watchdog_admission_reads_the_stated_figure_and_no_memavailable_admits_nothing(monkeypatch):
+    monkeypatch.setattr(watchdog.Path, "read_text", lambda self, encoding=None: "MemTotal: 24683792 kB\n")
+    available, source = watchdog._mem_available("121900")
+    assert available == 121900.0 and source == "stated in the inventory, measured ? GiB"
+    assert watchdog._mem_available("") == (None, "measured")
+    assert watchdog.admission(None, 73.76, [], "measured")[0] is False
+
+
+def test_watchdog_unit_gives_the_plans_need_and_the_stated_figure():
+    """The need and its parts are the plan's memory table's (start_need_gib), not derived again in the unit; the
+    stated MemAvailable where the inventory prefers stated figures (the simulation), as the start's admission."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_plan"))
+    from _plan_fixtures import shipped_plan
+
+    plan = shipped_plan("sim", "sim-replicas")
+    table = plan["nodes"]["spark-1"]["memory"]
+    [unit] = [u["watchdog"] for u in plan["nodes"]["spark-1"]["units"] if u["watchdog"]]
+    node = plan["nodes"]["spark-1"]
+    text = render_watchdog(
+        "service", unit, _serving_plan=plan, _serving_node=node, _serving_stated_available_mib="118100"
+    )
+    argv = shlex.split(next(line for line in text.splitlines() if line.startswith("ExecStart="))[len("ExecStart=") :])
+    given = dict(zip(argv[1::2], argv[2::2], strict=False))
+    assert float(given["--mem-need-gib"]) == table["start_need_gib"]
+    assert given["--mem-need-parts"] == "budget={},shm={},other={},margin={}".format(
+        table["budget_gib"], table["shm_gib"], table["other_work_reserve_gib"], table["margin_gib"]
+    )
+    assert given["--mem-available-stated-mib"] == "118100"
+    # measured figures: none stated; the admission off: no need given, the restart is not judged
+    measured = render_watchdog(
+        "service", unit, _serving_plan=plan, _serving_node=node, _serving_stated_available_mib=""
+    )
+    assert "--mem-need-gib" in measured and "--mem-available-stated-mib" not in measured
+    off = render_watchdog("service", unit, _serving_plan=plan, _serving_node=node, serving_memory_admission=False)
+    assert "--mem-need-gib" not in off

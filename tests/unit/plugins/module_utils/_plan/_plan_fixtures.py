@@ -49,10 +49,12 @@ TP_PROFILE = {
         "tool-call-parser": "glm47",
     },
     "env": {},
-    "memory": {"margin_gib": 5, "activation_reserve_gib": 3},
+    # shm_size: each rank's /dev/shm where the launcher is mp (Ray's containers use the host's), counted in its
+    # memory table: 256m keeps the mp variants of this group at 0.83 (the plan's default 1g would leave 4.37 GiB).
+    "memory": {"margin_gib": 5, "activation_reserve_gib": 3, "shm_size": "256m"},
     "max_jobs": 2,
     # One share for the group (vLLM applies the head's to every rank): 0.83 keeps spark-b, the tighter node,
-    # at 5.37 GiB of headroom; 0.85 would leave it 2.94.
+    # at 5.37 GiB of headroom (5.12 with an mp rank's 256m /dev/shm); 0.85 would leave it 2.94.
     "defaults": {"gpu_memory_utilization": 0.83, "max_num_seqs": 8},
     "nodes": {},
 }
