@@ -5,7 +5,24 @@
 
 from __future__ import annotations
 
-from ansible_collections.gb10.serving.plugins.module_utils import _serving_image_inputs
+from ansible_collections.gb10.serving.plugins.module_utils import _serving_image, _serving_image_inputs
+
+
+def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl"):
+    """{problems, report}: each rank's recorded NCCL (its image_nccl result, registered as ``key``) held to the plan's
+    ``nccl`` entry (issue 39 item 4); nothing to judge in replicas (``check`` None)."""
+    if not check:
+        return {"problems": [], "report": []}
+    records = {}
+    for host in check.get("ranks") or []:
+        node = hostvars.get(host) or {}
+        registered = (node.get(key) if hasattr(node, "get") else None) or {}
+        nccl = registered.get("nccl") if hasattr(registered, "get") else None
+        records[host] = nccl if isinstance(nccl, dict) else None
+    return {
+        "problems": _serving_image.nccl_group_problems(records, check),
+        "report": [_serving_image.nccl_line(host, records[host]) for host in records],
+    }
 
 
 def serving_image_input_problems(extra_pins, ray_version, index_url=""):
@@ -14,4 +31,7 @@ def serving_image_input_problems(extra_pins, ray_version, index_url=""):
 
 class FilterModule:
     def filters(self):
-        return {"serving_image_input_problems": serving_image_input_problems}
+        return {
+            "serving_image_input_problems": serving_image_input_problems,
+            "serving_image_nccl_group": serving_image_nccl_group,
+        }

@@ -15,6 +15,7 @@ import re
 
 from ansible_collections.gb10.serving.plugins.module_utils import _vllm_catalog
 from ansible_collections.gb10.serving.plugins.module_utils._plan import DIGEST_REF_RE as _DIGEST_REF_RE
+from ansible_collections.gb10.serving.plugins.module_utils._plan.fabric import below as _below
 
 _CANONICAL_RE = re.compile(r"[-_.]+")
 
@@ -225,3 +226,138 @@ def identity_problem(node, name, have, expected, expected_node):
         f"{expected['id']}. Remove it on {node} (docker image rm {name}) and re-run, so that every node serves the "
         "same gated image"
     )
+
+
+# --- issue 39 item 4: the NCCL the image's engine loads, recorded per node ------------------------------------------
+
+# Runs inside an image (its own python, --network none): the NCCL Python distributions (what torch's CUDA wheels load)
+# and every libnccl.so* file in the wheels' nvidia/nccl/lib and the system's library folders (what an NGC-style image,
+# whose torch links the system's NCCL, loads), each with its sha256: two builds of one version differ there
+# (vllm-project/vllm#41725: the pip wheel's 2.28.9 and DGX OS's libnccl2 2.28.9). VLLM_NCCL_SO_PATH in the image's own
+# environment names the library vLLM loads instead (vllm/envs.py).
+NCCL_PROBE = r"""
+import glob, hashlib, importlib.metadata as md, json, os, sys
+out = {"distributions": {}, "libraries": [], "so_path": os.environ.get("VLLM_NCCL_SO_PATH", "")}
+for name in ("nvidia-nccl-cu12", "nvidia-nccl-cu13"):
+    try:
+        out["distributions"][name] = md.version(name)
+    except md.PackageNotFoundError:
+        pass
+folders = [os.path.join(p, "nvidia", "nccl", "lib") for p in sys.path if p]
+folders += ["/usr/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64", "/usr/local/lib",
+            "/usr/lib64", "/usr/lib"]
+if out["so_path"]:
+    folders.insert(0, os.path.dirname(out["so_path"]))
+seen = set()
+for folder in folders:
+    for path in sorted(glob.glob(os.path.join(folder, "libnccl.so*"))):
+        real = os.path.realpath(path)
+        if real in seen or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        digest = hashlib.sha256()
+        with open(real, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        out["libraries"].append({"path": real, "names": sorted({os.path.basename(path), os.path.basename(real)}),
+                                 "sha256": digest.hexdigest(),
+                                 "wheel": os.sep + os.path.join("nvidia", "nccl", "lib") + os.sep in real})
+print(json.dumps(out, sort_keys=True))
+"""
+
+_NCCL_FILE_VERSION = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
+
+
+def _file_version(library):
+    for name in library.get("names") or []:
+        found = _NCCL_FILE_VERSION.match(name)
+        if found:
+            return found.group(1)
+    return None
+
+
+def image_nccl(probe_stdout):
+    """What NCCL_PROBE printed (its last JSON line) as the NCCL the image's engine loads:
+    ``{version, sha256, library, source, distributions, libraries}``; version and sha256 None where the image
+    carries no NCCL (a CPU build, whose collectives are gloo's).
+
+    The one loaded: VLLM_NCCL_SO_PATH's where the image sets it; else the wheel's (torch's CUDA wheels load
+    nvidia-nccl's library); else the system's."""
+    probe = None
+    for line in reversed((probe_stdout or "").splitlines()):
+        if line.startswith("{"):
+            probe = json.loads(line)
+            break
+    if not isinstance(probe, dict):
+        raise ValueError("the NCCL probe printed no JSON")
+    libraries = probe.get("libraries") or []
+    distributions = probe.get("distributions") or {}
+    so_path = probe.get("so_path") or ""
+    chosen, source, version = None, None, None
+    if so_path:
+        chosen = next((lib for lib in libraries if so_path in (lib["path"],) or lib["path"].endswith(so_path)), None)
+        source = f"VLLM_NCCL_SO_PATH {so_path}"
+    elif distributions:
+        name = sorted(distributions)[-1]
+        chosen = next((lib for lib in libraries if lib.get("wheel")), None)
+        source, version = f"wheel {name}", distributions[name]
+    elif libraries:
+        chosen = next((lib for lib in libraries if not lib.get("wheel")), libraries[0])
+        source = "system library"
+    if chosen is not None and version is None:
+        version = _file_version(chosen)
+    return {
+        "version": version,
+        "sha256": chosen["sha256"] if chosen else None,
+        "library": chosen["path"] if chosen else None,
+        "source": source,
+        "distributions": distributions,
+        "libraries": libraries,
+    }
+
+
+def nccl_line(host, nccl):
+    """One line of the NCCL a node's image loads, for the record's report."""
+    if not nccl:
+        return f"{host}: no NCCL recorded (roles/serving_image's probe has not run on it)"
+    if not nccl.get("version") and not nccl.get("sha256"):
+        return f"{host}: no NCCL in the image (its engine's collectives use none: a CPU build)"
+    build = (nccl.get("sha256") or "?")[:12]
+    return f"{host}: NCCL {nccl.get('version') or '?'} ({nccl.get('source')}, {nccl.get('library')}, sha256 {build})"
+
+
+def nccl_group_problems(records, check):
+    """Why a tensor-parallel group may not start on the NCCL its ranks' images load (issue 39 item 4).
+
+    records: ``{host: image_nccl() or None}`` of the group's ranks; check: the plan's ``nccl`` entry
+    (``{ranks, min_version, min_source, cuda_graphs}``). A rank with no record, ranks whose builds differ (version
+    or library bytes: vllm-project/vllm#41725), and with multi-node CUDA graphs a version below the minimum
+    (vllm-project/vllm#52504, the field's NCCL >= 2.30.4 of #42354 and #41725) are refused."""
+    problems = []
+    ranks = list(check.get("ranks") or [])
+    missing = [host for host in ranks if not records.get(host)]
+    if missing:
+        problems.append(
+            f"no NCCL recorded on {', '.join(missing)}: roles/serving_image records the NCCL each node's image loads "
+            "(site.yml and the rolling upgrade run it before the serving units). Fix: run site.yml"
+        )
+    builds = {host: (records[host].get("version"), records[host].get("sha256")) for host in ranks if records.get(host)}
+    if len(set(builds.values())) > 1:
+        listed = "; ".join(nccl_line(host, records[host]) for host in builds)
+        problems.append(
+            f"the tensor-parallel ranks' images load different NCCL builds ({listed}): different builds on the "
+            "ranks hang multi-node CUDA graphs (vllm-project/vllm#42354, #41725: the same 2.28.9 from the pip wheel "
+            "and from DGX OS). Fix: serve one image by digest on every rank, with no NCCL from outside it"
+        )
+    minimum = check.get("min_version")
+    if check.get("cuda_graphs") and minimum:
+        for host, (version, _sha) in builds.items():
+            # plain numbers, as the plan compares them (fabric.below: no packaging on a fresh node)
+            if version and _below(version, minimum):
+                problems.append(
+                    f"{host}: its image loads NCCL {version}, below {minimum} ({check.get('min_source')}): captured "
+                    "CUDA graphs with NCCL collectives deadlock across nodes with it (vllm-project/vllm#52504: 2.28.9 "
+                    f"hangs, 2.30.4 serves). Fix: an image with NCCL >= {minimum}, or enforce-eager: true in "
+                    "vllm_options"
+                )
+    return problems

@@ -47,7 +47,7 @@ from .context import (
     ray_fence,
     snapshot_dir,
 )
-from .fabric import fabric_check
+from .fabric import fabric_check, nccl_check
 from .render import format_plan
 from .rules_model import DIGEST_REF_RE
 from .tokenizer import tokenizer_needs
@@ -178,4 +178,7 @@ def plan(
     # what node_preflight measures a tensor-parallel group's fabric against before it starts (issue 39 item 3):
     # each rank's interface and address, the MTU, the bandwidth floor and iperf3's seconds; None in replicas
     result["fabric"] = fabric_check(ctx)
+    # what roles/serving_image holds the NCCL each rank's image loads to (issue 39 item 4): the ranks, the minimum
+    # (the profile's image.nccl_min_version, else the cited GB10 default) and whether CUDA graphs span the nodes
+    result["nccl"] = nccl_check(ctx)
     return result

@@ -73,6 +73,28 @@ def fabric_check(ctx):
     }
 
 
+# Where a tensor-parallel profile states no image.nccl_min_version, the GB10 default applies (the issue's item 4 asks
+# to refuse "a build below a profile's minimum"; the field's minimum is cited, so a profile need not restate it).
+DEFAULT_NCCL_MIN_SOURCE = (
+    "the GB10 default: NCCL >= 2.30.4 with multi-node CUDA graphs, vllm-project/vllm#42354, #41725, #52504; "
+    "image.nccl_min_version sets another"
+)
+
+
+def nccl_check(ctx):
+    """The plan's ``nccl`` entry (None in replicas): the ranks, the NCCL minimum, where it comes from and whether the
+    group captures CUDA graphs across nodes; what roles/serving_image holds each rank's recorded NCCL to."""
+    if not ctx.tensor_parallel:
+        return None
+    given = ctx.image.get("nccl_min_version")
+    return {
+        "ranks": list(ctx.hosts),
+        "min_version": str(given or DEFAULT_NCCL_MIN),
+        "min_source": "image.nccl_min_version" if given else DEFAULT_NCCL_MIN_SOURCE,
+        "cuda_graphs": ctx.tp_size >= 2 and cuda_graphs(ctx.options),
+    }
+
+
 def cuda_graphs(options):
     """Whether vLLM captures CUDA graphs with these options (no enforce-eager, cudagraph_mode not NONE)."""
     if options.get("enforce-eager") in (True, "true", "True"):

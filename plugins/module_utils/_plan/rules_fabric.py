@@ -31,6 +31,14 @@ def tp_nccl_below_minimum(ctx):
     if not ctx.tensor_parallel or ctx.tp_size < 2 or not _fabric_plan.cuda_graphs(ctx.options):
         return
     minimum = str(ctx.image.get("nccl_min_version") or _fabric_plan.DEFAULT_NCCL_MIN)
+    if _fabric_plan.below(minimum, minimum) is None:
+        yield violation(
+            ALL_NODES,
+            "tp_nccl_below_minimum",
+            minimum,
+            f"image.nccl_min_version {minimum} is not a version: give NCCL's release numbers (2.30.4)",
+        )
+        return
     for name, version in sorted(_fabric_plan.nccl_pins(ctx.image.get("critical_pins")).items()):
         low = _fabric_plan.below(version, minimum)
         if low is None:

@@ -54,3 +54,44 @@ def test_pitfall_fabric_far_below_rated_speed_from_registered_iperf3():
     found = F["fabric_bandwidth"](hostvars, dict(FABRIC, bandwidth_floor_gbit=25.0))
     assert len(found["problems"]) == 1 and "below the profile's floor 25 Gbit/s" in found["problems"][0]
     assert F["fabric_bandwidth"](hostvars, None) == {"problems": [], "report": []}
+
+
+def test_pitfall_fabric_far_below_rated_speed_refusal_carries_every_ranks_figure_and_the_floor():
+    """The TP preflight's report of the bandwidth (issue 39 item 3): refused or not, its message prints each rank's
+    measured figure with the floor (the plan's report says it is printed there)."""
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).resolve().parents[4] / "roles" / "serving" / "tasks" / "fabric.yml").read_text()
+    )
+    [measure] = [task for task in tasks if task.get("block")]
+    [judge] = [task for task in measure["block"] if task["name"].startswith("Print the measured bandwidth")]
+    assert "__serving_fabric_bandwidth.report" in judge["ansible.builtin.assert"]["fail_msg"]
+    assert "__serving_fabric_bandwidth.report" in judge["ansible.builtin.assert"]["success_msg"]
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_filter_reads_each_ranks_record():
+    from ansible_collections.gb10.serving.plugins.filter.serving_image import FilterModule as ImageFilters
+
+    group = ImageFilters().filters()["serving_image_nccl_group"]
+    check = {
+        "ranks": ["spark-1", "spark-2"],
+        "min_version": "2.30.4",
+        "min_source": "the GB10 default",
+        "cuda_graphs": True,
+    }
+    record = {"version": "2.30.4", "sha256": "a" * 64, "library": "/l/libnccl.so.2", "source": "wheel nvidia-nccl-cu13"}
+    hostvars = {
+        "spark-1": {"__serving_image_nccl": {"nccl": record}},
+        "spark-2": {"__serving_image_nccl": {"nccl": record}},
+    }
+    found = group(hostvars, check)
+    assert found["problems"] == [] and found["report"][1].startswith("spark-2: NCCL 2.30.4 (wheel nvidia-nccl-cu13")
+    hostvars["spark-2"] = {"__serving_image_nccl": {"nccl": dict(record, sha256="b" * 64)}}
+    assert "load different NCCL builds" in group(hostvars, check)["problems"][0]
+    # status.yml's record of a node that has none yet (the template's None may reach it as a string)
+    hostvars["spark-2"] = {"__status_nccl": {"nccl": "None"}}
+    assert group(hostvars, check, "__status_nccl")["report"][1] == (
+        "spark-2: no NCCL recorded (roles/serving_image's probe has not run on it)"
+    )
+    assert group(hostvars, None) == {"problems": [], "report": []}

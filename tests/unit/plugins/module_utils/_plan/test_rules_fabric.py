@@ -86,3 +86,31 @@ def test_the_plan_imports_without_packaging():
     env = dict(os.environ, PYTHONPATH=str(collections))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_pitfall_nccl_builds_differ_plan_entry_gives_the_cited_gb10_default():
+    """A tensor-parallel profile that states no NCCL minimum gets the field's cited one (the issue asks to refuse a
+    build below a profile's minimum, and names the field's NCCL >= 2.30.4 with multi-node CUDA graphs): what
+    roles/serving_image holds each rank's recorded NCCL to."""
+    check = run(mp())["nccl"]
+    assert check["ranks"] == ["spark-a", "spark-b"] and check["min_version"] == "2.30.4" and check["cuda_graphs"]
+    assert "vllm-project/vllm#42354, #41725, #52504" in check["min_source"]
+    stated = run(mp(image__nccl_min_version="2.31.0"))["nccl"]
+    assert (stated["min_version"], stated["min_source"]) == ("2.31.0", "image.nccl_min_version")
+    assert run(mp(**{"vllm_options__enforce-eager": True}))["nccl"]["cuda_graphs"] is False
+    assert run(replicas())["nccl"] is None
+    # a stated minimum that is no version is refused by the plan
+    found = only(run(mp(image__nccl_min_version="latest")), "tp_nccl_below_minimum")
+    assert "image.nccl_min_version latest is not a version" in found["message"]
+
+
+def test_pitfall_fabric_far_below_rated_speed_plan_report_says_the_floor_and_where_it_is_measured():
+    from _plan_fixtures import plan_mod
+
+    text = plan_mod.format_plan(run(mp(fabric={"mtu": 9000, "bandwidth_floor_gbit": 40})))
+    [fabric] = [line for line in text.splitlines() if line.startswith("fabric: ")]
+    assert fabric.startswith("fabric: MTU 9000 on every rank, checked by node_preflight; bandwidth floor 40 Gbit/s")
+    assert "roles/serving (tasks/fabric.yml), which prints 'fabric bandwidth: <rank> -> spark-a" in fabric
+    [nccl] = [line for line in text.splitlines() if line.startswith("nccl: ")]
+    assert "minimum 2.30.4 (the GB10 default" in nccl and "held: CUDA graphs span the nodes" in nccl
+    assert not [line for line in plan_mod.format_plan(run(replicas())).splitlines() if line.startswith("fabric")]

@@ -1,0 +1,115 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""Issue 39, item 4: the NCCL each node's serving image loads, read inside the image and recorded per node, and a
+tensor-parallel group refused when its ranks load different builds, or one below the minimum with multi-node CUDA
+graphs (vllm-project/vllm#42354, #41725: the field asks for NCCL >= 2.30.4; #52504: 2.28.9 hangs, 2.30.4 serves)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gb10.serving.plugins.module_utils import _serving_image as si
+
+WHEEL_LIB = "/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+SYSTEM_LIB = "/usr/lib/aarch64-linux-gnu/libnccl.so.2.28.9"
+
+
+def probe(distributions=None, libraries=(), so_path=""):
+    return json.dumps({"distributions": distributions or {}, "libraries": list(libraries), "so_path": so_path})
+
+
+def lib(path, sha, wheel, names=None):
+    return {"path": path, "names": names or [path.rsplit("/", 1)[-1]], "sha256": sha, "wheel": wheel}
+
+
+def test_image_nccl_prefers_the_wheel_torch_loads_then_the_system_library():
+    both = probe(
+        {"nvidia-nccl-cu13": "2.30.4"},
+        [lib(WHEEL_LIB, "a" * 64, True), lib(SYSTEM_LIB, "b" * 64, False, ["libnccl.so.2", "libnccl.so.2.28.9"])],
+    )
+    found = si.image_nccl("torch warns first\n" + both)
+    assert (found["version"], found["sha256"], found["source"]) == ("2.30.4", "a" * 64, "wheel nvidia-nccl-cu13")
+    # an NGC-style image (torch linked to the system's NCCL): the version from the library's own file name
+    system = si.image_nccl(probe({}, [lib(SYSTEM_LIB, "b" * 64, False, ["libnccl.so.2", "libnccl.so.2.28.9"])]))
+    assert (system["version"], system["library"], system["source"]) == ("2.28.9", SYSTEM_LIB, "system library")
+    # VLLM_NCCL_SO_PATH in the image's own environment names the one vLLM loads
+    named = si.image_nccl(probe({"nvidia-nccl-cu12": "2.27.3"}, [lib(SYSTEM_LIB, "b" * 64, False)], SYSTEM_LIB))
+    assert named["sha256"] == "b" * 64 and named["source"] == f"VLLM_NCCL_SO_PATH {SYSTEM_LIB}"
+
+
+def test_image_nccl_of_a_cpu_image_is_none_and_said_so():
+    found = si.image_nccl(probe())
+    assert found["version"] is None and found["sha256"] is None
+    assert (
+        si.nccl_line("spark-1", found)
+        == "spark-1: no NCCL in the image (its engine's collectives use none: a CPU build)"
+    )
+    with pytest.raises(ValueError, match="no JSON"):
+        si.image_nccl("Traceback: ...")
+
+
+def test_the_probe_reads_a_wheels_version_and_its_librarys_bytes(tmp_path):
+    """NCCL_PROBE run by a real interpreter over an installed-looking nvidia-nccl-cu13 wheel: importlib.metadata's
+    version and the library's sha256 (a build's identity: two builds of one version differ in their bytes)."""
+    site = tmp_path / "site"
+    (site / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+    library = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    library.write_bytes(b"\x7fELF a build of NCCL 2.30.4")
+    info = site / "nvidia_nccl_cu13-2.30.4.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.30.4\n")
+    ran = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); exec({si.NCCL_PROBE!r})"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = si.image_nccl(ran.stdout)
+    assert found["version"] == "2.30.4" and found["source"] == "wheel nvidia-nccl-cu13"
+    assert found["sha256"] == hashlib.sha256(library.read_bytes()).hexdigest() and found["library"] == str(library)
+
+
+CHECK = {
+    "ranks": ["spark-1", "spark-2"],
+    "min_version": "2.30.4",
+    "min_source": "the GB10 default",
+    "cuda_graphs": True,
+}
+
+
+def nccl(version, sha):
+    return {"version": version, "sha256": sha, "library": WHEEL_LIB, "source": "wheel nvidia-nccl-cu13"}
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_same_version_other_build_refused():
+    # vllm-project/vllm#41725: the same 2.28.9 from the pip wheel and from DGX OS's libnccl2, two builds
+    records = {"spark-1": nccl("2.30.4", "a" * 64), "spark-2": nccl("2.30.4", "c" * 64)}
+    [problem] = si.nccl_group_problems(records, CHECK)
+    assert "load different NCCL builds" in problem and "sha256 aaaaaaaaaaaa" in problem
+    assert "sha256 cccccccccccc" in problem and "vllm-project/vllm#42354, #41725" in problem
+    assert (
+        si.nccl_group_problems({"spark-1": nccl("2.30.4", "a" * 64), "spark-2": nccl("2.30.4", "a" * 64)}, CHECK) == []
+    )
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_below_the_minimum_with_cuda_graphs_only():
+    records = {host: nccl("2.28.9", "d" * 64) for host in CHECK["ranks"]}
+    problems = si.nccl_group_problems(records, CHECK)
+    assert len(problems) == 2 and problems[0].startswith("spark-1: its image loads NCCL 2.28.9, below 2.30.4")
+    assert "(the GB10 default)" in problems[0] and "enforce-eager: true" in problems[0]
+    assert si.nccl_group_problems(records, dict(CHECK, cuda_graphs=False)) == []
+    # release numbers, not strings: 2.30.10 is above 2.30.4
+    assert si.nccl_group_problems({h: nccl("2.30.10", "e" * 64) for h in CHECK["ranks"]}, CHECK) == []
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_a_rank_without_a_record_is_refused():
+    [problem] = si.nccl_group_problems({"spark-1": nccl("2.30.4", "a" * 64)}, CHECK)
+    assert problem.startswith("no NCCL recorded on spark-2") and "run site.yml" in problem
+    # a CPU image on every rank (the simulation's engine): one "build", nothing below a minimum
+    none = {"version": None, "sha256": None, "library": None, "source": None}
+    assert si.nccl_group_problems({host: dict(none) for host in CHECK["ranks"]}, CHECK) == []
