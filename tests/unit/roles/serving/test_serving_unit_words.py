@@ -287,3 +287,17 @@ def test_every_variable_a_template_writes_is_checked():
     # the warm agent's socket: ListenStream=<gb10_fabric_address>:<gb10_warm_agent_port>, both checked
     unit = next(u for u in UNITS["replica"]["units"] if u["warm"])
     assert "ListenStream=192.168.200.11:8009" in render_warm_agent("socket", unit).splitlines()
+
+
+def test_pitfall_memory_admitted_by_free_not_available_retired_shm_variable_refused(tmp_path):
+    """Issue 39 item 2: the engine's /dev/shm is the plan's (memory.shm_size, counted in the node's memory table); a
+    site still setting the retired role variable is told where the size went, not silently ignored."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text())
+    [retired] = [t for t in tasks if t["name"] == "Refuse the retired serving_replica_shm_size"]
+    tasks_file = tmp_path / "retired.yml"
+    tasks_file.write_text(json.dumps([retired]))
+    rc, out = run_task_file(tmp_path, tasks_file, {"serving_replica_shm_size": "8g"}, name="The retired variable")
+    assert rc == 2, out[-3000:]
+    assert "set memory.shm_size in the serving profile instead (default 1g)" in refusal(out)
+    rc, out = run_task_file(tmp_path, tasks_file, {}, name="The retired variable")
+    assert rc == 0, out[-3000:]
