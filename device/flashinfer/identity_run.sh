@@ -68,12 +68,14 @@ setup() {  # the collection importable (the identity module), the rendered env f
 }
 
 changed_inputs() {  # each must be refused before any unit starts, naming the differing build.ninja line
+  # `echo;` first: the rendered env files end without a newline, and the first rerun's appended line joined the last
+  # one (VLLM_HOST_IP=...FLASHINFER_EXTRA_LDFLAGS=...), so the "rebuild" saw no change and said present.
   log "changed input 1: FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1 in the serving environment (flashinfer/jit/cpp_ext.py reads it into ldflags)"
-  { cat "$S/engine.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
+  { cat "$S/engine.env"; echo; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/engine-ldflags.env"
   identity ldflags "$S/engine-ldflags.env"
   log "changed input 2: CUDA_HOME through another path to the same toolkit"
   real=$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")"); ln -sfn "$real" /opt/cuda-alt
-  { cat "$S/engine.env"; echo "CUDA_HOME=/opt/cuda-alt"; } > "$S/engine-cudahome.env"
+  { cat "$S/engine.env"; echo; echo "CUDA_HOME=/opt/cuda-alt"; } > "$S/engine-cudahome.env"
   identity cudahome "$S/engine-cudahome.env"
 }
 
@@ -121,16 +123,18 @@ finish)
   changed_inputs
   load same "$S/engine.env"
   log "rebuild through the role's entry point with the changed input in the profile's env (both env files get it)"
-  { cat "$S/build.env"; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/build-ldflags.env"
+  { cat "$S/build.env"; echo; echo "FLASHINFER_EXTRA_LDFLAGS=-Wl,-O1"; } > "$S/build-ldflags.env"
   /usr/bin/time -f "rebuild wall %e s" timeout 200 "$PY" "$EXEC" "$S/build-ldflags.env" "MAX_JOBS=$(cat "$S/jobs")" -- \
     "$PY" "$ENTRY" > "$S/rebuild.out" 2>&1
   echo "ninja steps run: $(grep -c '^\[' "$S/rebuild.out")"; grep '^\[' "$S/rebuild.out" | cut -c1-140 | tail -3
-  grep '^GB10_PREBUILD_RESULT' "$S/rebuild.out" | cut -c1-400
+  grep '^GB10_PREBUILD_RESULT' "$S/rebuild.out" | grep -o '"status": "[a-z]*"' 
   cp "$b/gb10-prebuild.json" "$OUT/stamp-rebuilt.json"
   identity ldflags-after "$S/engine-ldflags.env"
   identity same-after "$S/engine.env"
   load ldflags-after "$S/engine-ldflags.env"
   tar czf "$OUT/logs.tgz" -C "$S" prebuild.out rebuild.out max_jobs.txt sampler/peaks.csv sampler/totals.csv \
     -C "$b" .ninja_log build.ninja gb10-prebuild.log 2>/dev/null
+  # One archive: the device tool brings back a few files only.
+  (cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=logs.tgz . ; find . -type f ! -name '*.tgz' -delete)
   log "done" ;;
 esac
