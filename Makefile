@@ -148,6 +148,14 @@ molecule-tp: collections sim-images sim-real-image
 bench-connection: collections
 	@scripts/bench_connection.sh
 
+# What a converge and a converge with nothing to change cost (issue 41 item 5), on a converged `make sim`: site.yml
+# twice (BENCH_CONVERGE_RUNS), each under ansible.posix's json callback; prints per node the tasks run, skipped and
+# changed and their seconds, the playbook's and the process's seconds, and the top 10 tasks by time
+# (scripts/bench_converge.py; BENCH_CONVERGE_ARGS go to ansible-playbook, e.g. --check).
+.PHONY: bench-converge
+bench-converge: collections
+	SIM_PROFILE=$(SIM_PROFILE) $(BIN)/python scripts/bench_converge.py $(BENCH_CONVERGE_ARGS)
+
 # The rolling upgrade's overhead beyond each replica's own restart time, on a converged `make sim` (prints figures).
 .PHONY: bench-upgrade
 bench-upgrade: collections
