@@ -112,14 +112,20 @@ def test_pitfall_daemon_reload_detaches_gpu_checked_first_by_node_preflight():
 
 def test_pitfall_daemon_reload_detaches_gpu_guard_role_verifies_before_it_marks_held():
     main = _load(ROLES / "reload_guard" / "tasks" / "main.yml")
-    steps = [task["ansible.builtin.import_tasks"]["file"] for task in main[0]["block"]]
-    assert steps == ["preflight.yml", "install.yml", "configure.yml", "verify.yml"]
+    assert len(main) == 1
+    assert main[0]["ansible.builtin.include_tasks"]["file"] == "guard.yml"
     assert main[0]["when"] == "not (__reload_guard_held | default(false))"
+    # the included tasks run wherever the include runs (it carries the importing role's tags), as imported ones did
+    assert main[0]["ansible.builtin.include_tasks"]["apply"] == {"tags": ["always"]}
+    steps = [
+        task["ansible.builtin.import_tasks"]["file"] for task in _load(ROLES / "reload_guard" / "tasks" / "guard.yml")
+    ]
+    assert steps == ["preflight.yml", "install.yml", "configure.yml", "verify.yml"]
     verify = _load(ROLES / "reload_guard" / "tasks" / "verify.yml")
     assert "ansible.builtin.assert" in verify[-2]
     assert verify[-1]["ansible.builtin.set_fact"] == {"__reload_guard_held": True}
     # the guard itself never reloads systemd
-    for name in ("preflight.yml", "install.yml", "configure.yml", "verify.yml", "checks.yml"):
+    for name in ("guard.yml", "preflight.yml", "install.yml", "configure.yml", "verify.yml", "checks.yml"):
         assert not any(_reloads(task) for task in _tasks(_load(ROLES / "reload_guard" / "tasks" / name)))
 
 
