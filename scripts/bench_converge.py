@@ -80,7 +80,7 @@ def summarize(report):
                 continue
             seconds = _stamp(duration["end"]) - _stamp(duration["start"])
             key = task["id"]
-            first, last, _ = spans.get(key, (duration["start"], duration["end"], task["name"]))
+            first, last, _name = spans.get(key, (duration["start"], duration["end"], task["name"]))
             spans[key] = (min(first, duration["start"]), max(last, duration["end"]), task["name"])
             for host, result in entry["hosts"].items():
                 row = hosts[host]
