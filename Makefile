@@ -211,9 +211,9 @@ package: collections
 # is the longest part (converge, idempotence, then the served-site suite, which leaves a quarter of the two cores
 # idle), so it starts first at normal priority and every other check runs beside it, one after another, at the
 # lower priority (~): one at a time, so that the converge, which keeps both cores busy, shares them with one check
-# at most. Measured on a fresh clone (2 cores, 2026-12-05, 39b0767): molecule-default 50:30 (the served-site suite
-# 37:01, with test_90 on the real engine), the other part 25:25 of checks (unit 5:34, molecule-others 8:42,
-# integration 6:06), so molecule-default sets the wall time. Each scenario and the integration suite have
+# at most. Measured on a fresh clone (2 cores, 2026-12-05, f0712fe): molecule-default 49:00 (the served-site suite
+# 37:49, test_90 on the real engine 16:05 of it), the other part about 31 minutes of checks (unit 5:11,
+# molecule-others 6:59, integration 12:55), so molecule-default sets the wall time. Each scenario and the integration suite have
 # their own nodes under their own prefix and subnet. sim-real-image (the real vLLM 0.32 CPU engine, which molecule
 # default's prepare publishes and test_90's switch to sim-tp serves) is cached by its recipe's stamp: seconds when
 # current, ~5 min cold. argv-real (every rendered argv through the real vLLM 0.32
