@@ -18,16 +18,27 @@ def _record_line(path, data):
     return f"{path},sha256={digest},{len(data)}"
 
 
-def build_wheel(dest, name, version, files):
-    """Write <name>-<version>-py3-none-any.whl holding ``files`` ({path: bytes}) into ``dest``; return its path."""
+def build_wheel(dest, name, version, files, tag="py3-none-any", requires=(), entry_points=""):
+    """Write <name>-<version>-<tag>.whl holding ``files`` ({path: bytes}) into ``dest``; return its path.
+
+    ``requires`` become METADATA's Requires-Dist lines, ``entry_points`` the dist-info's entry_points.txt (the
+    FlashInfer stand-in's JIT-cache wheels, sim/flashinfer_standin/jit_cache/make_wheels.py, need both).
+    """
     stem = re.sub(r"[-_.]+", "_", name).lower()
     info = f"{stem}-{version}.dist-info"
     files = dict(files)
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: gb10-sim\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
+    files[f"{info}/METADATA"] = metadata.encode()
+    purelib = "true" if tag == "py3-none-any" else "false"
+    files[f"{info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: gb10-sim\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
+    )
+    if entry_points:
+        files[f"{info}/entry_points.txt"] = entry_points.encode()
     record = [_record_line(path, data) for path, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    wheel = Path(dest) / f"{stem}-{version}-py3-none-any.whl"
+    wheel = Path(dest) / f"{stem}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for path, data in files.items():
             archive.writestr(zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0)), data)

@@ -18,8 +18,6 @@ environment (GB10_STANDIN_MOE_UNITS and GB10_STANDIN_UNIT_WORK size it). The ver
 with the CUDA local suffix, so the stand-in's version check takes it as 0.7.2.post1 takes its own.
 """
 
-import base64
-import hashlib
 import json
 import os
 import platform
@@ -27,8 +25,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
+
+# One wheel writer for the simulation's stand-in wheels (sim/wheelhouse/fake_wheel.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "wheelhouse"))
+from fake_wheel import build_wheel
 
 STANDIN = Path(__file__).resolve().parents[1]
 CUDA_LABEL = "cu130"
@@ -78,33 +79,6 @@ def get_provider():
     manifest["jit_cache_dir"] = str(_HERE / "jit_cache")
     return manifest
 '''
-
-
-def _record_line(path, data):
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{path},sha256={digest},{len(data)}"
-
-
-def write_wheel(dest, name, version, tag, files, requires=(), entry_points=""):
-    stem = re.sub(r"[-_.]+", "_", name).lower()
-    info = f"{stem}-{version}.dist-info"
-    files = dict(files)
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    metadata += "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
-    files[f"{info}/METADATA"] = metadata.encode()
-    purelib = "true" if tag == "py3-none-any" else "false"
-    files[f"{info}/WHEEL"] = (
-        f"Wheel-Version: 1.0\nGenerator: gb10-sim\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
-    )
-    if entry_points:
-        files[f"{info}/entry_points.txt"] = entry_points.encode()
-    record = [_record_line(path, data) for path, data in files.items()] + [f"{info}/RECORD,,"]
-    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    wheel = Path(dest) / f"{stem}-{version}-{tag}.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, data in files.items():
-            archive.writestr(zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0)), data)
-    return wheel
 
 
 def parse_tag(tag):
@@ -167,10 +141,10 @@ def make(dest, tags):
         }
         entry = f"[{GROUP}]\n{tag} = flashinfer_jit_cache.providers.{tag}:get_provider\n"
         wheel_tag = f"cp39-abi3-manylinux_2_28_{platform.machine()}"
-        wheels.append(write_wheel(dest, distribution, version, wheel_tag, files, entry_points=entry))
+        wheels.append(build_wheel(dest, distribution, version, files, tag=wheel_tag, entry_points=entry))
     shim = {"flashinfer_jit_cache/__init__.py": SHIM.encode(), "flashinfer_jit_cache/_build_meta.py": meta.encode()}
     requires = [f"flashinfer-jit-cache-{tag}=={version}" for tag in tags]
-    wheels.append(write_wheel(dest, "flashinfer-jit-cache", version, "py3-none-any", shim, requires=requires))
+    wheels.append(build_wheel(dest, "flashinfer-jit-cache", version, shim, requires=requires))
     return wheels
 
 
