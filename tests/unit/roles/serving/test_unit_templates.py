@@ -72,6 +72,20 @@ def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None
     return environment().get_template(template).render(**values)
 
 
+def _render_plan_unit(plan, node, unit, **extra):
+    """One of the plan's units for a node, rendered as the serving role's loop renders it."""
+    return _render_text(
+        unit["template"],
+        node["role"],
+        node["argv"],
+        node["ray_start"],
+        item=unit,
+        plan=plan,
+        rank=node["rank"],
+        **extra,
+    )
+
+
 def _exec_start(text):
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
     return shlex.split(exec_start[len("ExecStart=") :])
@@ -327,15 +341,7 @@ def test_units_render_from_the_sim_plans_with_the_plans_containers_conflicts_and
             assert warms == [unit for unit in units if unit["unit"] == node["engine_unit"]], (profile, host)
             written = []
             for unit in units:
-                text = _render_text(
-                    unit["template"],
-                    node["role"],
-                    node["argv"],
-                    node["ray_start"],
-                    item=unit,
-                    plan=plan,
-                    rank=node["rank"],
-                )
+                text = _render_plan_unit(plan, node, unit)
                 lines = text.splitlines()
                 assert CONFLICTS[unit["unit"]] in lines, (profile, host, unit["unit"])
                 assert f"ExecStartPre=-/usr/bin/docker rm --force {unit['container']}" in lines
@@ -399,16 +405,7 @@ def test_mp_units_run_the_head_with_node_rank_0_and_the_secrets_and_the_rank_hea
         node = plan["nodes"][host]
         [unit] = node["units"]
         assert unit["template"] == "gb10-vllm-mp.service.j2"
-        text = _render_text(
-            unit["template"],
-            node["role"],
-            node["argv"],
-            node["ray_start"],
-            item=unit,
-            plan=plan,
-            rank=node["rank"],
-            shm_size=node["shm_size"],
-        )
+        text = _render_plan_unit(plan, node, unit, shm_size=node["shm_size"])
         argv = _exec_start(text)
         assert _served(argv) == node["argv"], host
         rendered[host] = (text.splitlines(), _opts(argv), _served(argv))
