@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _shell import sh
 
 from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
 
@@ -144,13 +145,6 @@ IDENTITY = """\
 
 def node():
     return f"{PREFIX}-spark-1"
-
-
-def sh(argv, **kwargs):
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{argv} exited {result.returncode}: {result.stdout[-3000:]}{result.stderr[-3000:]}")
-    return result
 
 
 def in_node(*argv, **kwargs):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _shell import sh
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -48,13 +49,6 @@ ENV PATH=/opt/venv/bin:$PATH
 
 def node(i):
     return f"{PREFIX}-spark-{i}"
-
-
-def sh(argv, **kwargs):
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{argv} exited {result.returncode}: {result.stdout[-2000:]}{result.stderr[-2000:]}")
-    return result
 
 
 def in_node(i, *argv, **kwargs):
