@@ -5,16 +5,16 @@
 
 from __future__ import annotations
 
-from ansible_collections.gb10.serving.plugins.module_utils import _lockstep
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.apt import apt_failure_text, simulated_moves
 
 
 def nvidia_lockstep_apt_failure(result, limit=800):
     result = result if isinstance(result, dict) else {}
-    return _lockstep.apt_failure_text(result.get("stdout"), result.get("stderr"), result.get("msg"), int(limit))
+    return apt_failure_text(result.get("stdout"), result.get("stderr"), result.get("msg"), int(limit))
 
 
 def nvidia_lockstep_simulated_moves(stdout):
-    return _lockstep.simulated_moves(stdout if isinstance(stdout, str) else "")
+    return simulated_moves(stdout if isinstance(stdout, str) else "")
 
 
 class FilterModule:

@@ -2,7 +2,7 @@
 # Copyright: gb10.serving maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Ansible face of plugins/module_utils/_lockstep.py: gather on the node, decide in module_utils."""
+"""Ansible face of plugins/module_utils/_lockstep/: gather on the node, decide in module_utils."""
 
 from __future__ import annotations
 
@@ -171,14 +171,18 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils._lockstep import (
-    DPKG_QUERY_FORMAT,
-    VERDICT_PENDING_REBOOT,
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.naming import (
     image_metapackage_name,
-    lockstep_verdict,
     modules_metapackage_name,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.parse import (
+    DPKG_QUERY_FORMAT,
     parse_dpkg_query,
     parse_lib_modules,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.verdict import (
+    VERDICT_PENDING_REBOOT,
+    lockstep_verdict,
 )
 
 DEPENDS_FORMAT = "${Package}\t${Depends}\n"

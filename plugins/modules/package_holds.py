@@ -2,7 +2,7 @@
 # Copyright: gb10.serving maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Hold (or release) a whole package set in one dpkg call; the decision is module_utils._lockstep.hold_changes."""
+"""Hold (or release) a whole package set in one dpkg call; the decision is module_utils._lockstep.holds.hold_changes."""
 
 from __future__ import annotations
 
@@ -79,11 +79,8 @@ changed_packages:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils._lockstep import (
-    DPKG_QUERY_FORMAT,
-    hold_changes,
-    parse_dpkg_query,
-)
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.holds import hold_changes
+from ansible_collections.gb10.serving.plugins.module_utils._lockstep.parse import DPKG_QUERY_FORMAT, parse_dpkg_query
 
 
 def read_selections(module, names):
