@@ -20,6 +20,8 @@ over /proc/meminfo's text and a process list; plugins/modules/engine_memory_admi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 KIB_PER_MIB = 1024
 MIB_PER_GIB = 1024
 
@@ -49,6 +51,36 @@ def parse_size_mib(value):
         return float(number) * units[unit]
     except ValueError:
         raise ValueError(f"{value!r} is not a size (a number with b, k, m or g)") from None
+
+
+def judged(meminfo_text, stated_mib=None):
+    """(figures, measured MiB or None, source words): /proc/meminfo's figures (``meminfo_text``) with MemAvailable
+    the inventory's stated figure where one is given (a node whose own view is not the machine's, such as a container
+    standing for a GB10), the measured one kept to be said beside it. The engine's start (the module) and the
+    watchdog's restart judge alike."""
+    figures = meminfo(meminfo_text)
+    measured = figures.get("MemAvailable")
+    if stated_mib is None or str(stated_mib).strip() == "":
+        return figures, measured, "measured"
+    seen = "?" if measured is None else _gib(measured)
+    return dict(figures, MemAvailable=float(stated_mib)), measured, f"stated in the inventory, measured {seen} GiB"
+
+
+def read_processes(proc="/proc"):
+    """[{pid, name, rss_mib}] of every process under ``proc`` whose status and name are readable (VmRSS: kernel
+    threads have none)."""
+    found = []
+    for entry in Path(proc).iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = meminfo((entry / "status").read_text(encoding="utf-8", errors="replace"))
+            name = (entry / "comm").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if "VmRSS" in status:
+            found.append({"pid": int(entry.name), "name": name, "rss_mib": round(status["VmRSS"], 1)})
+    return found
 
 
 def top_consumers(processes, count=5):

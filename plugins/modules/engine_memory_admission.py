@@ -107,23 +107,6 @@ from ansible_collections.gb10.serving.plugins.module_utils import _admission as 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
-def _processes():
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
-                status = admission.meminfo(handle.read())
-            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
-                name = handle.read().strip()
-        except OSError:
-            continue
-        if "VmRSS" in status:
-            found.append({"pid": int(pid), "name": name, "rss_mib": round(status["VmRSS"], 1)})
-    return found
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -155,15 +138,8 @@ def main():
                     "read-only (a container), set serving_drop_caches: false in the inventory"
                 )
     with open("/proc/meminfo", encoding="ascii") as handle:
-        figures = admission.meminfo(handle.read())
-    measured = figures.get("MemAvailable")
-    source = "measured"
-    if params["stated_available_mib"] is not None:
-        figures = dict(figures, MemAvailable=float(params["stated_available_mib"]))
-        source = "stated in the inventory, measured {} GiB".format(
-            "?" if measured is None else f"{measured / admission.MIB_PER_GIB:.2f}"
-        )
-    top = admission.top_consumers(_processes(), params["top"])
+        figures, measured, source = admission.judged(handle.read(), params["stated_available_mib"])
+    top = admission.top_consumers(admission.read_processes(), params["top"])
     result = admission.verdict(params["node"], figures, params["table"], shm_mib, top, source)
     result.update(changed=changed, measured_available_mib=measured, top=top)
     if not result["admitted"]:

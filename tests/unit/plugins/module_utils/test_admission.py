@@ -86,3 +86,32 @@ def test_pitfall_memory_admitted_by_free_not_available_the_plans_need_and_shm():
     assert not found["admitted"] and found["need_mib"] == pytest.approx(72.84 * 1024, abs=0.1)
     assert found["parts"]["shm_mib"] == 1024.0 and "/dev/shm 1.00 GiB" in found["message"]
     assert admission.verdict("spark-1", {"MemAvailable": 73.0 * 1024}, table, 8192, [])["admitted"]
+
+
+def test_pitfall_memory_admitted_by_free_not_available_judged_says_a_stated_figure_and_the_measured_one():
+    """Where the inventory states the machine's MemAvailable (a container standing for a GB10 sees the host's), the
+    stated figure is judged and the measured one said beside it; the engine's start and the watchdog's restart both
+    read the node through this one function."""
+    text = MEMINFO.read_text()
+    figures, measured, source = admission.judged(text)
+    assert source == "measured" and figures["MemAvailable"] == measured == admission.meminfo(text)["MemAvailable"]
+    figures, measured, source = admission.judged(text, "121900")
+    assert figures["MemAvailable"] == 121900.0 and measured == admission.meminfo(text)["MemAvailable"]
+    assert source == f"stated in the inventory, measured {measured / 1024:.2f} GiB"
+    assert admission.judged("MemTotal: 1024 kB\n", 2048)[1:] == (None, "stated in the inventory, measured ? GiB")
+    assert admission.judged(text, "")[2] == "measured"
+
+
+def test_read_processes_takes_the_resident_ones_by_name(tmp_path):
+    for pid, comm, status in (
+        ("4100", "python3\n", "Name:\tpython3\nVmRSS:\t41943040 kB\n"),
+        ("2", "kthreadd\n", "Name:\tkthreadd\n"),  # a kernel thread: no VmRSS
+        ("self", "x\n", "VmRSS:\t1 kB\n"),  # not a pid
+    ):
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "comm").write_text(comm)
+        (tmp_path / pid / "status").write_text(status)
+    (tmp_path / "77").mkdir()  # gone between the listing and the read
+    assert admission.read_processes(tmp_path) == [{"pid": 4100, "name": "python3", "rss_mib": 40960.0}]
+    # this machine's own /proc: this test's process is among them
+    assert any(p["rss_mib"] > 0 for p in admission.read_processes())

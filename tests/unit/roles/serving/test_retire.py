@@ -57,6 +57,7 @@ def test_the_role_keeps_no_table_of_units():
         "_serving_units",
         "_serving_node_watchdogs",
         "_serving_watchdog_bin",
+        "_serving_watchdog_lib",  # where the watchdog's imported admission rule is installed: a path, no unit
     }
     assert ROLE_VARS["_serving_units"] == "{{ _serving_node.units | default([]) }}"
 

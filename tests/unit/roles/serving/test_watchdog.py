@@ -515,6 +515,19 @@ def test_mp_rank_without_its_heads_store_is_restarted_and_a_loading_head_is_not_
 
 # spark-1's memory table in sim-replicas' plan (0.45 x 121.69 GiB, 8g /dev/shm, other work 6 GiB, margin 5 GiB)
 NEED = ["--mem-need-gib", "73.76", "--mem-need-parts", "budget=54.76,shm=8.0,other=6.0,margin=5.0"]
+TABLE = {"start_need_gib": 73.76, "budget_gib": 54.76, "shm_gib": 8.0, "other_work_reserve_gib": 6.0, "margin_gib": 5.0}
+PYTHON3, DOCKERD = (
+    {"pid": 4100, "name": "python3", "rss_mib": 40960.0},
+    {"pid": 812, "name": "dockerd", "rss_mib": 96.0},
+)
+
+
+def _meminfo(available_mib):
+    """/proc/meminfo's lines the admission reads, MemAvailable ``available_mib`` (None: a kernel without it)."""
+    lines = ["MemTotal:       24683792 kB", "MemFree:         1048576 kB", "Cached:          2097152 kB"]
+    if available_mib is not None:
+        lines.append(f"MemAvailable:   {int(available_mib * 1024)} kB")
+    return "\n".join(lines) + "\n"
 
 
 def _admission_main(tmp_path, monkeypatch, available_mib, probe_ok=False, extra=()):
@@ -523,9 +536,10 @@ def _admission_main(tmp_path, monkeypatch, available_mib, probe_ok=False, extra=
     monkeypatch.setattr(watchdog, "_probe", lambda *args: (probe_ok, "completion: no answer within 5.0 s"))
     monkeypatch.setattr(watchdog, "_docker", lambda *args: calls.append(("docker", *args)) or _done(0))
     monkeypatch.setattr(watchdog, "_systemctl", lambda *args: calls.append(("systemctl", *args)) or _done(0))
-    monkeypatch.setattr(watchdog, "_processes", lambda: [(4100, "python3", 40960.0), (812, "dockerd", 96.0)])
+    monkeypatch.setattr(watchdog, "_processes", lambda: [PYTHON3, DOCKERD])
+    monkeypatch.setattr(watchdog.socket, "gethostname", lambda: "spark-1")
     readings = iter(available_mib)
-    monkeypatch.setattr(watchdog, "_mem_available", lambda stated: (next(readings), "measured"))
+    monkeypatch.setattr(watchdog, "_meminfo_text", lambda: _meminfo(next(readings)))
     monkeypatch.setattr(watchdog.time, "sleep", lambda seconds: None)
     state = tmp_path / "failures"
     state.write_text("2\n")
@@ -537,7 +551,8 @@ def _admission_main(tmp_path, monkeypatch, available_mib, probe_ok=False, extra=
 def test_pitfall_memory_admitted_by_free_not_available_watchdog_restart_refused(tmp_path, monkeypatch, capsys):
     """The watchdog's restart is a start of the engine too: with the node's MemAvailable short of the plan's need
     once the engine's container is killed, it is refused with the numbers and the units stopped (systemd's own
-    Restart= would start the killed unit again), never restarted."""
+    Restart= would start the killed unit again), never restarted. The words are the collection's one admission rule
+    (plugins/module_utils/_admission.py), as the serving role's start says them."""
     rc, calls, refused = _admission_main(tmp_path, monkeypatch, [60000.0])
     assert rc == 0
     assert calls == [
@@ -546,9 +561,10 @@ def test_pitfall_memory_admitted_by_free_not_available_watchdog_restart_refused(
     ]
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if "restart refused" in line)
+    assert line.startswith("gb10-vllm.service: restart refused (issue 39): spark-1: engine start refused, 15.17 GiB")
     assert (
-        "MemAvailable 58.59 GiB (measured) < the plan's need 73.76 GiB = vLLM budget 54.76 GiB + /dev/shm 8.0 GiB "
-        "+ other work 6.0 GiB + margin 5.0 GiB" in line
+        "MemAvailable 58.59 GiB (measured; MemFree 1.00 GiB, page cache 2.00 GiB) against the plan's need 73.76 GiB "
+        "= vLLM budget 54.76 GiB + /dev/shm 8.00 GiB + other work 6.00 GiB + margin 5.00 GiB" in line
     )
     assert "What holds the memory now: python3 (pid 4100) 40.00 GiB, dockerd (pid 812) 0.09 GiB" in line
     assert "gb10-vllm.service stopped; the watchdog starts none of them" in line
@@ -563,33 +579,44 @@ def test_pitfall_memory_admitted_by_free_not_available_watchdog_waits_for_the_ki
     tmp_path, monkeypatch, capsys
 ):
     # the killed engine's memory comes back over a few readings: admitted once MemAvailable reaches the need
-    readings, slept = iter([(30000.0, "measured"), (80000.0, "measured")]), []
+    readings, slept = iter([30000.0, 80000.0]), []
     monkeypatch.setattr(watchdog.time, "sleep", slept.append)
-    admitted, words = watchdog.admit_restart(
-        73.76, watchdog.need_parts("budget=54.76"), "", 5.0, read=lambda stated: next(readings)
-    )
-    assert (
-        admitted and words == "MemAvailable 78.12 GiB (measured) >= the plan's need 73.76 GiB = vLLM budget 54.76 GiB"
+    monkeypatch.setattr(watchdog, "_processes", lambda: [PYTHON3])
+    read = lambda stated: watchdog._admission.judged(_meminfo(next(readings)), stated)  # noqa: E731
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 5.0, read=read)
+    assert verdict["admitted"] and verdict["message"].startswith(
+        "spark-1: engine start admitted: MemAvailable 78.12 GiB (measured; "
     )
     assert slept == [0.5]
-    # never admitted: refused on the last reading once the wait is over
-    admitted, words = watchdog.admit_restart(73.76, [], "", 0.0, read=lambda stated: (30000.0, "measured"))
-    assert not admitted and words.startswith("MemAvailable 29.30 GiB (measured) < the plan's need 73.76 GiB")
+    # never admitted: refused on the last reading once the wait is over, naming what holds the memory
+    read = lambda stated: watchdog._admission.judged(_meminfo(30000.0), stated)  # noqa: E731
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=read)
+    assert not verdict["admitted"] and "MemAvailable 29.30 GiB (measured; " in verdict["message"]
+    assert "python3 (pid 4100) 40.00 GiB" in verdict["message"]
 
 
 def test_watchdog_restart_admitted_restarts_with_the_numbers(tmp_path, monkeypatch, capsys):
     rc, calls, refused = _admission_main(tmp_path, monkeypatch, [80000.0])
     assert calls[-1] == ("systemctl", "restart", "--no-block", "gb10-vllm.service") and rc == 0
-    assert "restart admitted: MemAvailable 78.12 GiB (measured) >= the plan's need 73.76 GiB" in capsys.readouterr().out
+    assert (
+        "restart admitted: spark-1: engine start admitted: MemAvailable 78.12 GiB (measured; MemFree 1.00 GiB, "
+        "page cache 2.00 GiB) against the plan's need 73.76 GiB" in capsys.readouterr().out
+    )
     assert not refused.exists()
 
 
-def test_watchdog_admission_reads_the_stated_figure_and_no_memavailable_admits_nothing(monkeypatch):
-    monkeypatch.setattr(watchdog.Path, "read_text", lambda self, encoding=None: "MemTotal: 24683792 kB\n")
-    available, source = watchdog._mem_available("121900")
-    assert available == 121900.0 and source == "stated in the inventory, measured ? GiB"
-    assert watchdog._mem_available("") == (None, "measured")
-    assert watchdog.admission(None, 73.76, [], "measured")[0] is False
+def test_watchdog_admission_reads_the_stated_figure_and_no_memavailable_admits_nothing(tmp_path, monkeypatch, capsys):
+    read = lambda stated: watchdog._admission.judged(_meminfo(None), stated)  # noqa: E731
+    verdict = watchdog.admit_restart("spark-1", TABLE, "121900", 0.0, read=read)
+    assert (
+        verdict["admitted"]
+        and "MemAvailable 119.04 GiB (stated in the inventory, measured ? GiB; " in (verdict["message"])
+    )
+    monkeypatch.setattr(watchdog, "_processes", lambda: [])
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=read)
+    assert not verdict["admitted"] and "no MemAvailable in /proc/meminfo" in verdict["message"]
+    # the unit's parts become the plan's table keys the rule reads
+    assert watchdog.need_table(73.76, "budget=54.76,shm=8.0,other=6.0,margin=5.0") == TABLE
 
 
 def test_watchdog_unit_gives_the_plans_need_and_the_stated_figure():
