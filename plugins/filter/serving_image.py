@@ -8,9 +8,10 @@ from __future__ import annotations
 from ansible_collections.gb10.serving.plugins.module_utils import _serving_image, _serving_image_inputs
 
 
-def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl"):
+def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl", held_only=False):
     """{problems, report}: each rank's recorded NCCL (its image_nccl result, registered as ``key``) held to the plan's
-    ``nccl`` entry (issue 39 item 4); nothing to judge in replicas (``check`` None)."""
+    ``nccl`` entry (issue 39 item 4); nothing to judge in replicas (``check`` None). ``held_only``: node_preflight's
+    verdict over the planned image the ranks already hold (a rank without one is left to distribute)."""
     if not check:
         return {"problems": [], "report": []}
     records = {}
@@ -20,9 +21,13 @@ def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl"):
         nccl = registered.get("nccl") if hasattr(registered, "get") else None
         records[host] = nccl if isinstance(nccl, dict) else None
     return {
-        "problems": _serving_image.nccl_group_problems(records, check),
+        "problems": _serving_image.nccl_group_problems(records, check, bool(held_only)),
         "report": [_serving_image.nccl_line(host, records[host]) for host in records],
     }
+
+
+def serving_image_record_nccl(record, local, identity):
+    return _serving_image.record_nccl(record, local, identity)
 
 
 def serving_image_input_problems(extra_pins, ray_version, index_url=""):
@@ -34,4 +39,5 @@ class FilterModule:
         return {
             "serving_image_input_problems": serving_image_input_problems,
             "serving_image_nccl_group": serving_image_nccl_group,
+            "serving_image_record_nccl": serving_image_record_nccl,
         }

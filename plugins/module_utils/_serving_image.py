@@ -326,17 +326,34 @@ def nccl_line(host, nccl):
     return f"{host}: NCCL {nccl.get('version') or '?'} ({nccl.get('source')}, {nccl.get('library')}, sha256 {build})"
 
 
-def nccl_group_problems(records, check):
+def record_nccl(record, local, identity):
+    """The NCCL a node's gated-image record (gb10_gated_image_file) states, where that record is of the very image
+    the node holds under ``local`` now (the record's ``local`` and ``id``, the config digest, both equal); else None,
+    and the image is read again (image_nccl). The NCCL is part of the image's content (its files and, for
+    VLLM_NCCL_SO_PATH, its config), so one Id loads one NCCL; a record of another image, or one written before
+    records carried ``nccl``, says nothing of this one."""
+    if not isinstance(record, dict) or not isinstance(identity, dict) or not identity.get("id"):
+        return None
+    nccl = record.get("nccl")
+    if record.get("local") != local or record.get("id") != identity.get("id") or not isinstance(nccl, dict):
+        return None
+    return nccl
+
+
+def nccl_group_problems(records, check, held_only=False):
     """Why a tensor-parallel group may not start on the NCCL its ranks' images load (issue 39 item 4).
 
     records: ``{host: image_nccl() or None}`` of the group's ranks; check: the plan's ``nccl`` entry
     (``{ranks, min_version, min_source, cuda_graphs}``). A rank with no record, ranks whose builds differ (version
     or library bytes: vllm-project/vllm#41725), and with multi-node CUDA graphs a version below the minimum
-    (vllm-project/vllm#52504, the field's NCCL >= 2.30.4 of #42354 and #41725) are refused."""
+    (vllm-project/vllm#52504, the field's NCCL >= 2.30.4 of #42354 and #41725) are refused.
+
+    ``held_only``: node_preflight's verdict before any change, over the planned image the ranks already hold; a rank
+    that holds none yet is neither refused nor compared (it gets the gated image later, and distribute judges it)."""
     problems = []
     ranks = list(check.get("ranks") or [])
     missing = [host for host in ranks if not records.get(host)]
-    if missing:
+    if missing and not held_only:
         problems.append(
             f"no NCCL recorded on {', '.join(missing)}: roles/serving_image records the NCCL each node's image loads "
             "(site.yml and the rolling upgrade run it before the serving units). Fix: run site.yml"

@@ -95,3 +95,27 @@ def test_pitfall_nccl_builds_differ_recorded_per_node_filter_reads_each_ranks_re
         "spark-2: no NCCL recorded (roles/serving_image's probe has not run on it)"
     )
     assert group(hostvars, None) == {"problems": [], "report": []}
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_filter_judges_held_images_before_any_change():
+    """node_preflight's call: each rank's __serving_image_held_nccl (roles/serving_image/tasks/checks.yml), a rank
+    that holds no planned image yet ({nccl: None}, or no checks at all) left to distribute."""
+    from ansible_collections.gb10.serving.plugins.filter.serving_image import FilterModule as ImageFilters
+
+    filters = ImageFilters().filters()
+    group = filters["serving_image_nccl_group"]
+    check = {"ranks": ["spark-1", "spark-2", "spark-3"], "min_version": "2.30.4", "min_source": "x", "cuda_graphs": 1}
+    record = {"version": "2.30.4", "sha256": "a" * 64, "library": "/l/libnccl.so.2", "source": "wheel nvidia-nccl-cu12"}
+    hostvars = {
+        "spark-1": {"__serving_image_held_nccl": {"nccl": record}},
+        "spark-2": {"__serving_image_held_nccl": {"nccl": "None"}},
+        "spark-3": {},
+    }
+    assert group(hostvars, check, "__serving_image_held_nccl", True)["problems"] == []
+    hostvars["spark-2"] = {"__serving_image_held_nccl": {"nccl": dict(record, version="2.28.9", sha256="b" * 64)}}
+    differ, below = group(hostvars, check, "__serving_image_held_nccl", True)["problems"]
+    assert "spark-2: NCCL 2.28.9" in differ and "spark-3" not in differ and below.startswith("spark-2: its image")
+    held = {"id": "sha256:" + "1" * 64, "layers": []}
+    stated = {"local": "gb10/vllm-serving:t", "id": held["id"], "nccl": record}
+    assert filters["serving_image_record_nccl"](stated, "gb10/vllm-serving:t", held) == record
+    assert filters["serving_image_record_nccl"](stated, "gb10/vllm-serving:u", held) is None

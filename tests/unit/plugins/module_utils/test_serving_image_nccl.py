@@ -113,3 +113,42 @@ def test_pitfall_nccl_builds_differ_recorded_per_node_a_rank_without_a_record_is
     # a CPU image on every rank (the simulation's engine): one "build", nothing below a minimum
     none = {"version": None, "sha256": None, "library": None, "source": None}
     assert si.nccl_group_problems({host: dict(none) for host in CHECK["ranks"]}, CHECK) == []
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_preflight_judges_only_the_ranks_holding_the_planned_image():
+    """node_preflight, before any change: a rank that holds no planned image yet is neither refused nor compared
+    (distribute judges it once the gated image is on it); the ranks that hold one are held to one build and the
+    minimum, with their node names, versions and the fix."""
+    held = {"spark-1": nccl("2.30.4", "a" * 64), "spark-2": None}
+    assert si.nccl_group_problems(held, CHECK, held_only=True) == []
+    # without held_only (distribute, after the gated image is on every node) the rank without a record is refused
+    assert si.nccl_group_problems(held, CHECK)[0].startswith("no NCCL recorded on spark-2")
+    three = dict(CHECK, ranks=["spark-1", "spark-2", "spark-3"])
+    records = {"spark-1": nccl("2.30.4", "a" * 64), "spark-2": nccl("2.28.9", "b" * 64), "spark-3": None}
+    differ, below = si.nccl_group_problems(records, three, held_only=True)
+    assert "spark-1: NCCL 2.30.4" in differ and "spark-2: NCCL 2.28.9" in differ and "spark-3" not in differ
+    assert "Fix: serve one image by digest on every rank" in differ
+    assert below.startswith("spark-2: its image loads NCCL 2.28.9, below 2.30.4") and "Fix: an image" in below
+
+
+def record(local="gb10/vllm-serving:0123456789abcdef", image_id="sha256:" + "1" * 64, nccl_entry="default"):
+    found = {"image": "registry:5000/gb10/vllm-serving@sha256:" + "2" * 64, "local": local, "id": image_id}
+    found["nccl"] = nccl("2.30.4", "a" * 64) if nccl_entry == "default" else nccl_entry
+    return found
+
+
+def test_pitfall_nccl_builds_differ_recorded_per_node_record_reused_only_for_the_image_held():
+    """node_preflight reuses a rank's gated-image record instead of a throwaway container only where the record is of
+    the very image the rank holds under the planned name (local name and Id equal): one Id, one NCCL."""
+    local, held = "gb10/vllm-serving:0123456789abcdef", {"id": "sha256:" + "1" * 64, "layers": ["sha256:" + "3" * 64]}
+    assert si.record_nccl(record(), local, held) == nccl("2.30.4", "a" * 64)
+    # another image now under that name (re-tagged, rebuilt), or a record of another planned image: read it again
+    assert si.record_nccl(record(), local, dict(held, id="sha256:" + "4" * 64)) is None
+    assert si.record_nccl(record(local="gb10/vllm-serving:fedcba9876543210"), local, held) is None
+    # a record written before records carried nccl, none at all, or an image the node does not hold
+    assert si.record_nccl(record(nccl_entry=None), local, held) is None
+    assert si.record_nccl(None, local, held) is None
+    assert si.record_nccl(record(), local, None) is None
+    # a CPU image's record (no NCCL in it) is still a record of what the image loads
+    cpu = {"version": None, "sha256": None, "library": None, "source": None}
+    assert si.record_nccl(record(nccl_entry=cpu), local, held) == cpu
