@@ -522,6 +522,15 @@ PYTHON3, DOCKERD = (
 )
 
 
+def _reader(readings):
+    """The watchdog's node reading, _admission.judged() of /proc/meminfo, over each of ``readings`` (MiB) in turn."""
+
+    def read(stated):
+        return watchdog._admission.judged(_meminfo(next(readings)), stated)
+
+    return read
+
+
 def _meminfo(available_mib):
     """/proc/meminfo's lines the admission reads, MemAvailable ``available_mib`` (None: a kernel without it)."""
     lines = ["MemTotal:       24683792 kB", "MemFree:         1048576 kB", "Cached:          2097152 kB"]
@@ -582,15 +591,13 @@ def test_pitfall_memory_admitted_by_free_not_available_watchdog_waits_for_the_ki
     readings, slept = iter([30000.0, 80000.0]), []
     monkeypatch.setattr(watchdog.time, "sleep", slept.append)
     monkeypatch.setattr(watchdog, "_processes", lambda: [PYTHON3])
-    read = lambda stated: watchdog._admission.judged(_meminfo(next(readings)), stated)  # noqa: E731
-    verdict = watchdog.admit_restart("spark-1", TABLE, "", 5.0, read=read)
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 5.0, read=_reader(readings))
     assert verdict["admitted"] and verdict["message"].startswith(
         "spark-1: engine start admitted: MemAvailable 78.12 GiB (measured; "
     )
     assert slept == [0.5]
     # never admitted: refused on the last reading once the wait is over, naming what holds the memory
-    read = lambda stated: watchdog._admission.judged(_meminfo(30000.0), stated)  # noqa: E731
-    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=read)
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=_reader(iter([30000.0])))
     assert not verdict["admitted"] and "MemAvailable 29.30 GiB (measured; " in verdict["message"]
     assert "python3 (pid 4100) 40.00 GiB" in verdict["message"]
 
@@ -606,14 +613,13 @@ def test_watchdog_restart_admitted_restarts_with_the_numbers(tmp_path, monkeypat
 
 
 def test_watchdog_admission_reads_the_stated_figure_and_no_memavailable_admits_nothing(tmp_path, monkeypatch, capsys):
-    read = lambda stated: watchdog._admission.judged(_meminfo(None), stated)  # noqa: E731
-    verdict = watchdog.admit_restart("spark-1", TABLE, "121900", 0.0, read=read)
+    verdict = watchdog.admit_restart("spark-1", TABLE, "121900", 0.0, read=_reader(iter([None])))
     assert (
         verdict["admitted"]
         and "MemAvailable 119.04 GiB (stated in the inventory, measured ? GiB; " in (verdict["message"])
     )
     monkeypatch.setattr(watchdog, "_processes", lambda: [])
-    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=read)
+    verdict = watchdog.admit_restart("spark-1", TABLE, "", 0.0, read=_reader(iter([None])))
     assert not verdict["admitted"] and "no MemAvailable in /proc/meminfo" in verdict["message"]
     # the unit's parts become the plan's table keys the rule reads
     assert watchdog.need_table(73.76, "budget=54.76,shm=8.0,other=6.0,margin=5.0") == TABLE
