@@ -16,7 +16,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gb10.serving.plugins.module_utils._weights import progress_round
+from ansible_collections.gb10.serving.plugins.module_utils._weights.progress import progress_round
 
 _ARGUMENT_SPEC = {
     "node": {"type": "str", "required": True},

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.revisions import (
+    revisions_in_use,
+    superseded_revisions,
+)
 
 DOCUMENTATION = r"""
 name: weights_prune_plan
@@ -65,10 +68,8 @@ _value:
 
 def weights_prune_plan(snapshots, serving, keep, containers, repo_id):
     try:
-        in_use = _weights.revisions_in_use(list(containers or []), str(repo_id))
-        plan = _weights.superseded_revisions(
-            {str(name): {} for name in snapshots or []}, str(serving), int(keep), in_use
-        )
+        in_use = revisions_in_use(list(containers or []), str(repo_id))
+        plan = superseded_revisions({str(name): {} for name in snapshots or []}, str(serving), int(keep), in_use)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"weights_prune_plan: {exc}") from exc
     return {**plan, "in_use": in_use}

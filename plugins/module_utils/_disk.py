@@ -1,13 +1,13 @@
 """Free disk for the model weights: which mount holds the cache, and whether what is missing fits there.
 
-The rule and its message are _weights.disk_shortfall's, which the transfer script applies again in its container
+The rule and its message are _weights/disk.py's disk_shortfall, which the transfer script applies again in its container
 right before it writes (GIB is re-exported here for the callers of this module)."""
 
 from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.gb10.serving.plugins.module_utils._weights import GIB, disk_shortfall
+from ansible_collections.gb10.serving.plugins.module_utils._weights.disk import GIB, disk_shortfall
 
 __all__ = ["GIB", "mount_for", "weights_disk_problems"]
 

@@ -162,7 +162,21 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.hash_cache import (
+    cache_key,
+    cached_digests,
+    dump_hash_cache,
+    load_hash_cache,
+    remember,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._weights.hashing import fingerprint, hash_file
+from ansible_collections.gb10.serving.plugins.module_utils._weights.manifest import expected_digests, repo_folder
+from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot import (
+    INDEX_FILE,
+    PARTIAL_SUFFIXES,
+    check_snapshot,
+    removal_targets,
+)
 
 
 def _read_json(path):
@@ -174,7 +188,7 @@ def _read_json(path):
 
 def observe(cache_dir, repo_id, revision, manifest_path, hash_cache=None):
     """What the node holds: sizes, digests (through the hash cache), partial files, where each file resolves."""
-    folder = os.path.join(cache_dir, "hub", _weights.repo_folder(repo_id))
+    folder = os.path.join(cache_dir, "hub", repo_folder(repo_id))
     snapshot = os.path.join(folder, "snapshots", revision)
     manifest_text = _read_json(manifest_path)
     manifest = json.loads(manifest_text) if manifest_text is not None else None
@@ -195,23 +209,23 @@ def observe(cache_dir, repo_id, revision, manifest_path, hash_cache=None):
                 entry = (manifest or {}).get(rel)
                 if entry is not None and stat.st_size != entry["size"]:
                     continue  # the size already tells: no need to read it
-                want_git = "git_sha1" in _weights.expected_digests(entry or {})
-                key = _weights.cache_key(root, resolved[rel])
-                digests = _weights.cached_digests(cache, key, stat, want_git)
+                want_git = "git_sha1" in expected_digests(entry or {})
+                key = cache_key(root, resolved[rel])
+                digests = cached_digests(cache, key, stat, want_git)
                 if digests is None:
-                    digests = _weights.hash_file(path, stat.st_size, git=want_git)
-                    _weights.remember(cache, key, stat, digests)  # as it was before the read: a change meanwhile shows
+                    digests = hash_file(path, stat.st_size, git=want_git)
+                    remember(cache, key, stat, digests)  # as it was before the read: a change meanwhile shows
                     hashed.append(rel)
                 observed[rel].update(digests)
     partial = {}
     for top, _dirs, names in os.walk(folder):
         for name in names:
-            if name.endswith(_weights.PARTIAL_SUFFIXES):
+            if name.endswith(PARTIAL_SUFFIXES):
                 try:
                     partial[os.path.join(top, name)] = os.lstat(os.path.join(top, name)).st_size
                 except OSError:  # renamed to its blob between two looks
                     continue
-    index_text = _read_json(os.path.join(snapshot, _weights.INDEX_FILE))
+    index_text = _read_json(os.path.join(snapshot, INDEX_FILE))
     return {
         "folder": folder,
         "snapshot": snapshot,
@@ -238,7 +252,7 @@ def _save_cache(path, root, cache):
     cache = {key: value for key, value in cache.items() if os.path.exists(os.path.join(root, key))}
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
-        handle.write(_weights.dump_hash_cache(cache))
+        handle.write(dump_hash_cache(cache))
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
@@ -264,10 +278,10 @@ def main():
         p["repo_id"],
         p["revision"],
         p["manifest"],
-        _weights.load_hash_cache(cache_text) if cache_text else {},
+        load_hash_cache(cache_text) if cache_text else {},
     )
     removing = p["remove_bad"] and not module.check_mode
-    result = _weights.check_snapshot(
+    result = check_snapshot(
         p["node"],
         seen["snapshot"],
         seen["observed"],
@@ -285,9 +299,7 @@ def main():
     targets = []
     if p["remove_bad"]:
         targets = (
-            _weights.removal_targets(
-                seen["folder"], seen["snapshot"], result["bad"], seen["manifest"], seen["resolved"]
-            )
+            removal_targets(seen["folder"], seen["snapshot"], result["bad"], seen["manifest"], seen["resolved"])
             + result["discard"]
         )
     removed = [path for path in targets if removing and _unlink(path)] if removing else targets
@@ -303,7 +315,7 @@ def main():
         hashed=seen["hashed"],
         bytes_present=sum(item["size"] for item in observed.values()),
         bytes_expected=sum(e["size"] for e in (seen["manifest"] or {}).values()),
-        fingerprint=_weights.fingerprint({path: item for path, item in observed.items() if "sha256" in item}),
+        fingerprint=fingerprint({path: item for path, item in observed.items() if "sha256" in item}),
     )
     if p["fail_incomplete"] and not result["complete"]:
         module.fail_json(**result)

@@ -43,28 +43,19 @@ import tarfile
 import threading
 import time
 
-# The serving image has no collection to import from: the role copies plugins/module_utils/_weights.py next to this
-# script, into the folder the container mounts, so the content rules are the module's own. Run from the role's
-# files/ (a checkout, the unit tests), the collection's copy beside the role serves.
+# The serving image has no collection to import from: the role copies the package plugins/module_utils/_weights/ next
+# to this script, into the folder the container mounts, so the content rules are the package's own. Run from the
+# role's files/ (a checkout, the unit tests), the collection's copy beside the role serves.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.append(os.path.join(_HERE, os.pardir, os.pardir, os.pardir, "plugins", "module_utils"))
 
-from _weights import (
-    Hasher,
-    cache_key,
-    cached_digests,
-    disk_shortfall,
-    dump_hash_cache,
-    expected_digests,
-    hash_file,
-    load_hash_cache,
-    manifest_from_tree,
-    remember,
-    superseded_revisions,
-    tree_entries,
-)
-from _weights import repo_folder as _repo_folder
+from _weights.disk import disk_shortfall
+from _weights.hash_cache import cache_key, cached_digests, dump_hash_cache, load_hash_cache, remember
+from _weights.hashing import Hasher, hash_file
+from _weights.manifest import expected_digests, manifest_from_tree, tree_entries
+from _weights.manifest import repo_folder as _repo_folder
+from _weights.revisions import superseded_revisions
 
 CACHE = os.environ.get("GB10_HF_HUB_CACHE", "/root/.cache/huggingface/hub")
 LINE_LIMIT = 16 << 20  # a handshake line (the list of wanted paths) longer than this is refused

@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 from source_loader import load
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.manifest import (
+    expected_digests,
+    manifest_from_tree,
+    tree_entries,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 COMMIT = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
@@ -48,11 +52,11 @@ def test_the_real_client_reads_the_digests_the_content_proof_needs(endpoint):
     assert config.lfs is None
     assert config.blob_id == hashlib.sha1(b"blob %d\0" % len(FILES["config.json"]) + FILES["config.json"]).hexdigest()
     # The entries as the fetch builds them from the client's objects.
-    entries = _weights.tree_entries(listed.values())
+    entries = tree_entries(listed.values())
     assert [e["path"] for e in entries] == list(listed)
-    manifest = _weights.manifest_from_tree(entries)
+    manifest = manifest_from_tree(entries)
     for path, data in FILES.items():
-        digest = _weights.expected_digests(manifest[path])
+        digest = expected_digests(manifest[path])
         found = {
             "sha256": hashlib.sha256(data).hexdigest(),
             "git_sha1": config.blob_id if path == "config.json" else None,

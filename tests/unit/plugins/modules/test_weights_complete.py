@@ -9,7 +9,7 @@ import hf_cache_layout
 import pytest
 from module_harness import run_main
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot import check_snapshot
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
@@ -44,7 +44,7 @@ def cache(tmp_path):
 
 def run(cache_dir, manifest):
     seen = weights_complete.observe(str(cache_dir), "org/m", REV, manifest)
-    return _weights.check_snapshot(
+    return check_snapshot(
         "spark-2", seen["snapshot"], seen["observed"], seen["index_text"], seen["manifest"], seen["partial"]
     )
 

@@ -27,7 +27,9 @@ import hf_cache_layout
 import pytest
 from source_loader import load
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.hash_cache import load_hash_cache
+from ansible_collections.gb10.serving.plugins.module_utils._weights.manifest import expected_digests, manifest_from_tree
+from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot import check_snapshot
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
@@ -56,7 +58,7 @@ def tree_entry(path, data):
     return entry
 
 
-MANIFEST = _weights.manifest_from_tree([tree_entry(p, d) for p, d in FILES.items()])
+MANIFEST = manifest_from_tree([tree_entry(p, d) for p, d in FILES.items()])
 
 
 def lay_out(root, shared=False):
@@ -145,10 +147,10 @@ def test_receive_takes_a_shared_store_snapshot_as_the_plain_layout_proven(ends):
         assert os.readlink(snapshot / path) == os.path.relpath(blob, (snapshot / path).parent)
     assert os.readlink(snapshot / "config.json") == f"../../blobs/{MANIFEST['config.json']['blob']}"
     # What the receiver hashed as it landed is not hashed again by the module: one cache, one format.
-    cache = _weights.load_hash_cache((target / "state" / "hashes.json").read_text())
+    cache = load_hash_cache((target / "state" / "hashes.json").read_text())
     seen = weights_complete.observe(str(target), "org/m", REV, str(target / "state" / "manifest.json"), cache)
     assert seen["hashed"] == []
-    result = _weights.check_snapshot(
+    result = check_snapshot(
         "spark-2", seen["snapshot"], seen["observed"], seen["index_text"], seen["manifest"], seen["partial"]
     )
     assert result["complete"], result["msg"]
@@ -307,9 +309,9 @@ def test_a_token_file_others_may_read_is_refused(ends):
 
 def test_the_script_reads_manifests_and_digests_as_the_module_does():
     entries = [tree_entry(p, d) for p, d in FILES.items()]
-    assert transfer.manifest_from_tree(entries) == _weights.manifest_from_tree(entries)
+    assert transfer.manifest_from_tree(entries) == manifest_from_tree(entries)
     for entry in [*MANIFEST.values(), {"size": 1, "blob": "a" * 64}, {"size": 1, "blob": "b" * 40}, {"blob": "x"}]:
-        assert transfer.expected_digests(entry) == _weights.expected_digests(entry)
+        assert transfer.expected_digests(entry) == expected_digests(entry)
 
 
 def test_hf_link_climbs_out_of_nested_snapshot_paths():

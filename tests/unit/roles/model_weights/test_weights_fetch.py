@@ -21,7 +21,9 @@ import huggingface_hub.file_download
 import pytest
 from source_loader import load
 
-from ansible_collections.gb10.serving.plugins.module_utils import _weights
+from ansible_collections.gb10.serving.plugins.module_utils._weights.hash_cache import load_hash_cache
+from ansible_collections.gb10.serving.plugins.module_utils._weights.manifest import manifest_from_tree
+from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot import check_snapshot
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
@@ -130,12 +132,10 @@ def test_fetch_records_the_digests_and_the_module_hashes_nothing_again(hub, tmp_
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest[SHARD]["sha256"] == sha256(FILES[SHARD])
     assert manifest["config.json"]["git_oid"] == git_sha1(FILES["config.json"])
-    cache = _weights.load_hash_cache((tmp_path / "hashes.json").read_text())
+    cache = load_hash_cache((tmp_path / "hashes.json").read_text())
     seen = weights_complete.observe(str(tmp_path), "org/m", REV, str(tmp_path / "manifest.json"), cache)
     assert seen["hashed"] == []
-    assert _weights.check_snapshot("n", seen["snapshot"], seen["observed"], seen["index_text"], manifest, {})[
-        "complete"
-    ]
+    assert check_snapshot("n", seen["snapshot"], seen["observed"], seen["index_text"], manifest, {})["complete"]
 
 
 def test_pitfall_wrong_shard_of_the_hubs_size_is_fetched_again(hub, tmp_path, capsys):
@@ -211,7 +211,7 @@ def test_blobs_another_revision_brought_need_no_room(hub, tmp_path, monkeypatch,
 def test_a_partial_file_counts_as_written(tmp_path):
     folder = tmp_path / "models--org--m"
     (folder / "blobs").mkdir(parents=True)
-    manifest = _weights.manifest_from_tree(
+    manifest = manifest_from_tree(
         [{"type": "file", "path": SHARD, "size": len(FILES[SHARD]), "lfs": {"oid": sha256(FILES[SHARD])}}]
     )
     (folder / "blobs" / (sha256(FILES[SHARD]) + ".incomplete")).write_bytes(FILES[SHARD][:1000])

@@ -5,8 +5,8 @@
 The cache is made by the real huggingface_hub of the venv (the version the serving image pins): snapshot_download of
 two revisions of a small repository from the simulation's hub (sim/hub/hub.py) in a thread on 127.0.0.1. The two
 revisions share a shard and the tokenizer; config.json and one shard differ. The script runs as the role deploys it
-(beside the collection's _weights.py, in a folder of its own, GB10_HF_HUB_CACHE standing for the container's mount),
-and deletes with huggingface_hub's own scan_cache_dir -> delete_revisions -> execute.
+(beside the collection's _weights package, in a folder of its own, GB10_HF_HUB_CACHE standing for the container's
+mount), and deletes with huggingface_hub's own scan_cache_dir -> delete_revisions -> execute.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from source_loader import load
 
 REPO = Path(__file__).resolve().parents[4]
 SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-WEIGHTS = REPO / "plugins" / "module_utils" / "_weights.py"
+WEIGHTS = REPO / "plugins" / "module_utils" / "_weights"
 hub = load("gb10_sim_hub_prune", REPO / "sim" / "hub" / "hub.py")
 
 REPO_ID = "gb10-sim/prune"
@@ -89,7 +89,7 @@ def node(tmp_path, monkeypatch):
         state = tmp_path / "state"
         (state / "manifests").mkdir(parents=True)
         shutil.copy2(SCRIPT, state / "weights_transfer.py")
-        shutil.copy2(WEIGHTS, state / "_weights.py")
+        shutil.copytree(WEIGHTS, state / "_weights", ignore=shutil.ignore_patterns("__pycache__"))
         for revision in REVISIONS:
             (state / "manifests" / f"gb10-sim--prune@{revision}.json").write_text("{}")
         return cache, state

@@ -1,10 +1,11 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""weights_transfer.py as the role deploys it: beside the collection's _weights.py, the collection nowhere else.
+"""weights_transfer.py as the role deploys it: beside the collection's _weights package, the collection nowhere else.
 
-The serving image the script runs in has no collection installed; configure.yml copies both files into the state
-folder the container mounts. Run from a copy of that folder, with another working directory and no PYTHONPATH, the
-script must import _weights from its own folder, and fail without it (so the pass is not the checkout's doing).
+The serving image the script runs in has no collection installed; configure.yml copies the script and every module of
+the package into the state folder the container mounts. Run from a copy of that folder, with another working
+directory and no PYTHONPATH, the script must import _weights from its own folder, and fail without it (so the pass is
+not the checkout's doing).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
 SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
-WEIGHTS = REPO / "plugins" / "module_utils" / "_weights.py"
+WEIGHTS = REPO / "plugins" / "module_utils" / "_weights"
 
 
 def run_help(folder, cwd):
@@ -42,7 +43,7 @@ def test_the_deployed_script_imports_the_collections_rules_from_its_own_folder(t
     assert done.returncode != 0
     assert "No module named '_weights'" in done.stderr
 
-    shutil.copy2(WEIGHTS, state / "_weights.py")
+    shutil.copytree(WEIGHTS, state / "_weights", ignore=shutil.ignore_patterns("__pycache__"))
     done = run_help(state, elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "{fetch,serve,receive,prune}" in done.stdout

@@ -1,16 +1,15 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""Which cached revisions of the model are superseded (issue 19: every upgrade left the old 181 GiB revision in the
-cache, and the disk filled), and which revisions a running container has mounted."""
+"""plugins/module_utils/_weights/revisions.py: which cached revisions of the model are superseded (issue 19: every
+upgrade left the old 181 GiB revision in the cache, and the disk filled), and which revisions a running container has
+mounted."""
 
 from __future__ import annotations
 
 import pytest
 
 from ansible_collections.gb10.serving.plugins.filter.weights_prune_plan import weights_prune_plan
-from ansible_collections.gb10.serving.plugins.module_utils._weights import (
-    GIB,
-    disk_shortfall,
+from ansible_collections.gb10.serving.plugins.module_utils._weights.revisions import (
     revisions_in_use,
     superseded_revisions,
 )
@@ -129,11 +128,3 @@ def test_the_filter_passes_what_is_in_use_and_what_goes():
     assert plan["why"][B] == "kept: a running container has it mounted (gb10-vllm)"
     assert plan["keep"] == [C, B] and plan["prune"] == [A]
     assert weights_prune_plan([C], C, 1, [], REPO)["prune"] == []
-
-
-def test_disk_shortfall_counts_only_what_is_missing():
-    assert disk_shortfall("n: /c (on /)", 50 * GIB, 0, 10) is None
-    assert disk_shortfall("n: /c (on /)", 50 * GIB, 40 * GIB, 10) is None
-    msg = disk_shortfall("n: /c (on /)", 50 * GIB, 45 * GIB, 10)
-    assert msg.startswith("n: /c (on /) has 50.0 GiB free, the weights still need 45.0 GiB plus the 10 GiB reserve")
-    assert "free 5.0 GiB there" in msg
