@@ -101,6 +101,7 @@ def unit_values(**given):
             "tensor_parallel_size": 2,
             "mp": {"master_address": "192.168.200.11", "master_port": 29500},
         },
+        "_serving_model_name": "m",  # vars/main.yml: the plan's served_model_name
         "_serving_engine_env_file": f"{config}/engine.env",
         "_serving_secrets_env_file": f"{config}/secrets.env",
         "_serving_secrets_exec_bin": SECRETS_EXEC,

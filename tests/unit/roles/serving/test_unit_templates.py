@@ -55,6 +55,8 @@ def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None
             "shm_size": shm_size,
         },
         "_serving_plan": plan or {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
+        # roles/serving/vars/main.yml: the plan's served_model_name
+        "_serving_model_name": (plan or {"model": {"served_model_name": "m"}})["model"]["served_model_name"],
         "item": item or next(u for u in UNITS[role]["units"] if u["template"] == template),
         "_serving_watchdog_bin": "/usr/local/libexec/gb10-serving-watchdog",
         "_serving_health_url": "http://192.168.200.11:8000/health",
