@@ -89,7 +89,7 @@ start)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$W"/*.whl 2>&1 | tail -2
   setup
   python3 -c 'import flashinfer, ansible; print("flashinfer", flashinfer.__version__, "ansible-core", ansible.__path__)' || exit 1
-  log "MAX_JOBS (the role's formula, roles/flashinfer_jit: plugins/module_utils/_flashinfer_jit.max_jobs)"
+  log "MAX_JOBS (the role's formula, roles/flashinfer_jit: plugins/module_utils/_flashinfer_jit/job_sizing.py max_jobs)"
   python3 device/flashinfer/max_jobs.py --limit-mib "$3" | tee "$S/max_jobs.txt"
   J=$(tail -1 "$S/max_jobs.txt"); echo "$J" > "$S/jobs"
   log "start the prebuild: build.env + MAX_JOBS=$J"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Print MAX_JOBS for this machine from plugins/module_utils/_flashinfer_jit.max_jobs (the role's formula).
+"""Print MAX_JOBS for this machine from plugins/module_utils/_flashinfer_jit/job_sizing.py (the role's formula).
 
 Usage: max_jobs.py [--limit-mib N] [--reserve-mib N] [--per-job-mib N]
 --limit-mib: the machine's memory limit where /proc/meminfo under-reports it (a ballooning VM); MemAvailable is then
@@ -17,12 +17,16 @@ root.mkdir(parents=True, exist_ok=True)
 if not (root / "serving").exists():
     (root / "serving").symlink_to(repo)
 sys.path.insert(0, "/tmp/gb10-ac")
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.job_sizing import (
+    DEFAULT_PER_JOB_PEAK_MIB,
+    DEFAULT_RESERVE_MIB,
+    max_jobs,
+)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--limit-mib", type=int, default=0)
-parser.add_argument("--reserve-mib", type=int, default=fj.DEFAULT_RESERVE_MIB)
-parser.add_argument("--per-job-mib", type=int, default=fj.DEFAULT_PER_JOB_PEAK_MIB)
+parser.add_argument("--reserve-mib", type=int, default=DEFAULT_RESERVE_MIB)
+parser.add_argument("--per-job-mib", type=int, default=DEFAULT_PER_JOB_PEAK_MIB)
 args = parser.parse_args()
 info = {}
 with open("/proc/meminfo") as f:
@@ -34,6 +38,6 @@ print(f"/proc/meminfo: MemTotal {info['MemTotal']} MiB, MemAvailable {avail} MiB
 if args.limit_mib:
     avail = args.limit_mib - (info["MemTotal"] - info["MemAvailable"])
     print(f"memory limit {args.limit_mib} MiB given: MemAvailable taken as {avail} MiB")
-result = fj.max_jobs(os.cpu_count(), avail, args.reserve_mib, args.per_job_mib)
+result = max_jobs(os.cpu_count(), avail, args.reserve_mib, args.per_job_mib)
 print(result["arithmetic"])
 print(result["jobs"])

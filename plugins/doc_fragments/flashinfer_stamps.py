@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The options of the modules that judge the prebuild stamps of one image in a node's FlashInfer cache.
 
-Their argument spec is _flashinfer_jit.STAMPS_ARGUMENT_SPEC; the two change together.
+Their argument spec is _flashinfer_jit/stamps.py STAMPS_ARGUMENT_SPEC; the two change together.
 """
 
 from __future__ import annotations

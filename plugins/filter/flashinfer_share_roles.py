@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit import share_roles as _share_roles
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.sharing import share_roles as _share_roles
 
 DOCUMENTATION = r"""
 name: flashinfer_share_roles

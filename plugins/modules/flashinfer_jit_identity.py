@@ -109,7 +109,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import ninja_identity
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_files import read_text
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import STAMP_NAME
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import STAMPS_ARGUMENT_SPEC
 
 MARKER = "GB10_PREBUILD_NINJA "
 
@@ -123,8 +126,8 @@ def _write_private(path, content):
 
 def _stamps(cache_dir, image):
     found = []
-    for path in sorted(glob.glob(os.path.join(cache_dir, ".cache/flashinfer/*/*/cached_ops/*", fj.STAMP_NAME))):
-        text = fj.read_text(path)
+    for path in sorted(glob.glob(os.path.join(cache_dir, ".cache/flashinfer/*/*/cached_ops/*", STAMP_NAME))):
+        text = read_text(path)
         try:
             data = json.loads(text) if text else None
         except ValueError:
@@ -175,7 +178,7 @@ def _serving_ninja(module, params, capability):
 def main():
     module = AnsibleModule(
         argument_spec={
-            **fj.STAMPS_ARGUMENT_SPEC,
+            **STAMPS_ARGUMENT_SPEC,
             "argv": {"type": "list", "elements": "str", "required": True},
             # The secrets file of the serving unit is one of them.
             "env_files": {"type": "list", "elements": "dict", "required": True, "no_log": True},
@@ -214,7 +217,7 @@ def main():
         scratch = os.path.join(params["scratch_dir"], f"{serving['module']}.serving.ninja")
         _write_private(scratch, serving["text"])
         prebuilt = os.path.join(build_dir, "build.ninja")
-        verdict = fj.ninja_identity(node, stamp_data, fj.read_text(prebuilt), serving["text"], serving.get("aot"))
+        verdict = ninja_identity(node, stamp_data, read_text(prebuilt), serving["text"], serving.get("aot"))
         if not verdict["same"]:
             module.fail_json(
                 msg=verdict["message"]

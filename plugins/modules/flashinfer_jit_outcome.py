@@ -68,7 +68,7 @@ journal:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_log import classify_build_log
 
 
 def _journal(module, args):
@@ -96,7 +96,7 @@ def main():
     since = f"@{module.params['since']}"
     journal = _journal(module, ["-u", module.params["earlyoom_unit"], "--since", since])
     journal += _journal(module, ["-k", "--since", since])
-    result = fj.classify_build_log(lines, journal)
+    result = classify_build_log(lines, journal)
     named = [line for line in journal if "sending SIG" in line or "Killed process" in line]
     module.exit_json(changed=False, journal=named, **result)
 

@@ -140,7 +140,16 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_env import env_problems
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_files import file_sha256
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import arch_dir, cache_paths
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.errors import FlashinferJitError
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.job_sizing import (
+    default_per_job_peak,
+    max_jobs,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.sharing import share_key
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import cache_state
 
 
 def _mem_available_mib():
@@ -170,20 +179,20 @@ def run(params):
     if params["per_job_peak_mib"]:
         per_job, per_job_source = params["per_job_peak_mib"], "stated (flashinfer_jit_per_job_peak_mib)"
     else:
-        per_job, per_job_source = fj.default_per_job_peak(_machine())
-    sizing = fj.max_jobs(cores, mem, params["reserve_mib"], per_job)
-    problems = fj.env_problems(params["env"])
+        per_job, per_job_source = default_per_job_peak(_machine())
+    sizing = max_jobs(cores, mem, params["reserve_mib"], per_job)
+    problems = env_problems(params["env"])
     if sizing["problem"]:
         problems.append(sizing["problem"])
-    host = fj.cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
-    container = fj.cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
+    host = cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
+    container = cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
     wanted = {
         "image_digest": params["image_digest"],
         "flashinfer_version": params["flashinfer_version"],
         "compute_capability": params["compute_capability"],
     }
     found = _stamp(host["stamp"])
-    present, reason = fj.cache_state(wanted, found, fj.file_sha256(host["library"]), fj.file_sha256(host["ninja"]))
+    present, reason = cache_state(wanted, found, file_sha256(host["library"]), file_sha256(host["ninja"]))
     # The last finished build of this module on this node, whatever it was built for: the estimate of the next.
     last_build = (
         {key: found.get(key) for key in ("build_seconds", "steps", "worst_unit_seconds", "max_jobs")}
@@ -201,11 +210,11 @@ def run(params):
         "reason": reason,
         "kind": (found.get("kind") or "built") if present else "",
         "module": host["module"],
-        "arch": fj.arch_dir(params["compute_capability"]),
+        "arch": arch_dir(params["compute_capability"]),
         "host_paths": host,
         "container_paths": container,
         "last_build": last_build,
-        "share_key": fj.share_key(
+        "share_key": share_key(
             params["image_digest"],
             params["flashinfer_version"],
             params["compute_capability"],
@@ -233,7 +242,7 @@ def main():
     )
     try:
         module.exit_json(**run(module.params))
-    except fj.FlashinferJitError as exc:
+    except FlashinferJitError as exc:
         module.fail_json(msg=str(exc))
 
 

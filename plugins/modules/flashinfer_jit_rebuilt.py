@@ -57,26 +57,27 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import rebuild_findings
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_files import file_sha256, read_text
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import STAMP_NAME
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import STAMPS_ARGUMENT_SPEC
 
 
 def run(params):
     modules = []
-    for path in sorted(
-        glob.glob(os.path.join(params["cache_dir"], ".cache/flashinfer/*/*/cached_ops/*", fj.STAMP_NAME))
-    ):
+    for path in sorted(glob.glob(os.path.join(params["cache_dir"], ".cache/flashinfer/*/*/cached_ops/*", STAMP_NAME))):
         try:
-            stamp_data = json.loads(fj.read_text(path, errors="replace") or "null")
+            stamp_data = json.loads(read_text(path, errors="replace") or "null")
         except ValueError:
             stamp_data = None
         if not stamp_data or stamp_data.get("image_digest") != params["image"]:
             continue
         build_dir = os.path.dirname(path)
         library = os.path.join(build_dir, f"{stamp_data.get('module', os.path.basename(build_dir))}.so")
-        findings = fj.rebuild_findings(
+        findings = rebuild_findings(
             stamp_data,
-            fj.read_text(os.path.join(build_dir, ".ninja_log"), errors="replace") or "",
-            fj.file_sha256(library),
+            read_text(os.path.join(build_dir, ".ninja_log"), errors="replace") or "",
+            file_sha256(library),
         )
         modules.append({"module": stamp_data.get("module"), "build_dir": build_dir, "findings": findings})
     rebuilt = [m for m in modules if m["findings"]]
@@ -97,7 +98,7 @@ def run(params):
 def main():
     module = AnsibleModule(
         argument_spec={
-            **fj.STAMPS_ARGUMENT_SPEC,
+            **STAMPS_ARGUMENT_SPEC,
             "fail": {"type": "bool", "default": True},
         },
         supports_check_mode=True,

@@ -89,7 +89,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_files import file_sha256, read_text
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import cache_paths
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.sharing import (
+    ninja_input_dirs,
+    share_manifest,
+)
 
 
 def _listing(root, folders):
@@ -103,22 +108,22 @@ def _listing(root, folders):
                 if not os.path.isfile(path) or os.path.islink(path):
                     continue
                 relative = os.path.relpath(path, root)
-                files[relative] = {"size": info.st_size, "sha256": fj.file_sha256(path), "mtime_ns": info.st_mtime_ns}
+                files[relative] = {"size": info.st_size, "sha256": file_sha256(path), "mtime_ns": info.st_mtime_ns}
     return files
 
 
 def run(params, check_mode):
-    host = fj.cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
-    container = fj.cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
+    host = cache_paths(params["cache_dir"], params["flashinfer_version"], params["compute_capability"])
+    container = cache_paths(params["workspace_base"], params["flashinfer_version"], params["compute_capability"])
     module = host["module"]
-    ninja_text = fj.read_text(host["ninja"])
-    stamp_text = fj.read_text(host["stamp"])
+    ninja_text = read_text(host["ninja"])
+    stamp_text = read_text(host["stamp"])
     try:
         stamp_data = json.loads(stamp_text) if stamp_text else {}
     except ValueError:
         stamp_data = {}
-    folders = [f"cached_ops/{module}", *fj.ninja_input_dirs(ninja_text, container["workspace"])]
-    manifest, problems = fj.share_manifest(
+    folders = [f"cached_ops/{module}", *ninja_input_dirs(ninja_text, container["workspace"])]
+    manifest, problems = share_manifest(
         params["node"], _listing(host["workspace"], folders), stamp_data, module, ninja_text
     )
     result = {
@@ -130,7 +135,7 @@ def run(params, check_mode):
         "problems": problems,
     }
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-    if not problems and fj.read_text(params["dest"]) != text:
+    if not problems and read_text(params["dest"]) != text:
         result["changed"] = True
         if not check_mode:
             tmp = params["dest"] + ".tmp"

@@ -100,7 +100,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_watch import (
+    build_progress,
+    stall_seconds,
+)
 
 POLL_S = 5
 
@@ -139,9 +142,9 @@ def main():
     except OSError:
         lines, moved = [], params["started"]
     last = params["last_build"] or {}
-    stall = fj.stall_seconds(params["stall_s"], last.get("worst_unit_seconds"))
+    stall = stall_seconds(params["stall_s"], last.get("worst_unit_seconds"))
     elapsed = int(now - params["started"])
-    progress = fj.build_progress(
+    progress = build_progress(
         lines,
         elapsed,
         int(now - max(moved, params["started"])) if running else 0,

@@ -25,7 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import (
+    ninja_identity,
+    sha256_text,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import cache_state
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "roles" / "flashinfer_jit" / "files" / "flashinfer_prebuild.py"
@@ -123,7 +127,7 @@ def test_ninja_only_prints_what_flashinfer_itself_writes(site, real_python, tmp_
     assert printed["module"] == "fused_moe_120"
     assert printed["path"].endswith(f"/flashinfer/{version}/121a/cached_ops/fused_moe_120/build.ninja")
     assert printed["text"] == written
-    assert printed["sha256"] == fj.sha256_text(written)
+    assert printed["sha256"] == sha256_text(written)
     assert "-gencode=arch=compute_121a,code=sm_121a" in written
     assert not list(tmp_path.rglob("*.o")), "writing build.ninja must compile nothing"
 
@@ -133,7 +137,7 @@ def test_same_environment_same_identity(site, real_python, baseline):
     workspace, first = baseline
     again = ninja_only(real_python, site_dir, workspace)
     stamp = {"module": first["module"], "ninja_sha256": first["sha256"]}
-    verdict = fj.ninja_identity("spark-1", stamp, first["text"], again["text"])
+    verdict = ninja_identity("spark-1", stamp, first["text"], again["text"])
     assert verdict["same"], verdict["message"]
 
 
@@ -165,7 +169,7 @@ def test_pitfall_rebuild_at_profiling_a_changed_serving_environment_is_refused(
     workspace, prebuilt = baseline
     serving = ninja_only(real_python, site_dir, workspace, **{variable: value})
     stamp = {"module": prebuilt["module"], "ninja_sha256": prebuilt["sha256"]}
-    verdict = fj.ninja_identity("spark-1", stamp, prebuilt["text"], serving["text"])
+    verdict = ninja_identity("spark-1", stamp, prebuilt["text"], serving["text"])
     assert not verdict["same"]
     assert any(line in diff_line for diff_line in verdict["diff"] if diff_line.startswith("+")), verdict["diff"]
     assert "spark-1: the serving unit would rebuild fused_moe_120" in verdict["message"]
@@ -183,7 +187,7 @@ def test_pitfall_cuda_home_follows_path(site, real_python, baseline, tmp_path):
     workspace, first = baseline
     moved = ninja_only(real_python, site_dir, workspace, PATH=f"{other_bin}:{path}")
     assert f"cuda_home = {tmp_path / 'other'}" in moved["text"]
-    verdict = fj.ninja_identity("spark-1", {"ninja_sha256": first["sha256"]}, first["text"], moved["text"])
+    verdict = ninja_identity("spark-1", {"ninja_sha256": first["sha256"]}, first["text"], moved["text"])
     assert not verdict["same"]
 
 
@@ -261,15 +265,15 @@ def test_prebuilt_module_builds_nothing_and_the_serving_unit_must_reach_it(site_
     stamp = results[-1]["stamp"]
     assert stamp["kind"] == "prebuilt" and stamp["build_seconds"] == 0
     assert not list(workspace.rglob("*.o")) and not list(workspace.rglob("*.so")), "a prebuilt module is not built"
-    present, reason = fj.cache_state(
+    present, reason = cache_state(
         {"image_digest": "sha256:" + "7" * 64, "flashinfer_version": version, "compute_capability": "12.1"}, stamp, None
     )
     assert present, reason
     # The serving unit sees the same provider: it loads the prebuilt module, no build.
     serving = ninja_only(real_python, f"{site_dir}:{provider}", workspace)
-    assert fj.ninja_identity("spark-1", stamp, None, serving["text"], serving["aot"])["same"]
+    assert ninja_identity("spark-1", stamp, None, serving["text"], serving["aot"])["same"]
     # The serving unit's environment does not reach the provider: the serving call would build, refused.
     bare = ninja_only(real_python, site_dir, workspace)
-    verdict = fj.ninja_identity("spark-1", stamp, None, bare["text"], bare["aot"])
+    verdict = ninja_identity("spark-1", stamp, None, bare["text"], bare["aot"])
     assert not verdict["same"]
     assert "does not reach it, so the serving call would build it" in verdict["message"]

@@ -31,7 +31,7 @@ import pytest
 import yaml
 from _shell import sh
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import cache_state
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -253,7 +253,7 @@ def test_prebuilt_module_for_the_nodes_architecture_builds_nothing_and_serves_wi
     built = [path for path in files if not path.startswith(GENERATED)]
     assert built == [f"{BUILD}/gb10-prebuild.json", f"{BUILD}/gb10-prebuild.log"], files
     assert all(path.endswith(".generated.c") for path in files if path.startswith(GENERATED)), files
-    present, reason = fj.cache_state(
+    present, reason = cache_state(
         {"image_digest": images["sm121a"], "flashinfer_version": "0.6.18", "compute_capability": "12.1"}, found, None
     )
     assert present, reason

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import (
+    ninja_identity,
+    sha256_text,
+)
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_log import classify_build_log
 
 REPO = Path(__file__).parents[3]
 STANDIN = REPO / "sim" / "flashinfer_standin"
@@ -87,7 +91,7 @@ def test_pitfall_standin_killed_compiler_is_reported_as_oom(tmp_path):
     rc, result, _stdout = prebuild(tmp_path, CC=str(wrapper))
     assert (rc, result["status"]) == (3, "failed")
     log = Path(result["log"]).read_text().splitlines()
-    assert fj.classify_build_log(log)["kind"] == "oom_kill", log
+    assert classify_build_log(log)["kind"] == "oom_kill", log
 
 
 def serving_call(workspace, **extra):
@@ -153,17 +157,17 @@ def test_stamp_records_the_build_ninja_the_serving_environment_writes(tmp_path):
     assert rc == 0, out
     build_dir = tmp_path / ".cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120"
     ninja = (build_dir / "build.ninja").read_text()
-    assert first["stamp"]["ninja_sha256"] == fj.sha256_text(ninja)
+    assert first["stamp"]["ninja_sha256"] == sha256_text(ninja)
     log = (build_dir / ".ninja_log").read_text()
     assert first["stamp"]["ninja_log_lines"] == len(log.splitlines())
-    assert first["stamp"]["ninja_log_sha256"] == fj.sha256_text(log)
+    assert first["stamp"]["ninja_log_sha256"] == sha256_text(log)
     assert first["stamp"]["steps"] == 7
     same = ninja_only(tmp_path)
     assert (same["sha256"], same["text"]) == (first["stamp"]["ninja_sha256"], ninja)
     other = ninja_only(tmp_path, CC=shutil.which("gcc"))
     assert other["sha256"] != same["sha256"]
     assert (build_dir / "build.ninja").read_text() == ninja, "--ninja-only must not write build.ninja"
-    verdict = fj.ninja_identity("gb10-1", first["stamp"], ninja, other["text"])
+    verdict = ninja_identity("gb10-1", first["stamp"], ninja, other["text"])
     assert not verdict["same"]
     assert f"+nvcc = {shutil.which('gcc')}" in verdict["diff"]
     assert "-nvcc = gcc" in verdict["diff"]

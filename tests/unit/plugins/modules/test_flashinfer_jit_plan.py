@@ -3,7 +3,9 @@
 import hashlib
 import json
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit import stamps
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import sha256_text
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import STAMP_NAME, cache_paths
 from ansible_collections.gb10.serving.plugins.modules import flashinfer_jit_plan
 
 DIGEST = "registry:5000/vllm@sha256:" + "c" * 64
@@ -26,14 +28,14 @@ def params(cache_dir, **over):
 
 
 def build(cache_dir, digest=DIGEST):
-    paths = fj.cache_paths(cache_dir, "0.6.18", "12.1")
+    paths = cache_paths(cache_dir, "0.6.18", "12.1")
     library = cache_dir / paths["library"][len(str(cache_dir)) + 1 :]
     library.parent.mkdir(parents=True)
     library.write_bytes(b"\x7fELF module")
     sha = hashlib.sha256(library.read_bytes()).hexdigest()
     (library.parent / "build.ninja").write_text("cxx = c++\n")
-    stamp = fj.stamp(digest, "0.6.18", "12.1", sha, 10, 1.0, ninja_sha256=fj.sha256_text("cxx = c++\n"))
-    (library.parent / fj.STAMP_NAME).write_text(json.dumps(stamp))
+    stamp = stamps.stamp(digest, "0.6.18", "12.1", sha, 10, 1.0, ninja_sha256=sha256_text("cxx = c++\n"))
+    (library.parent / STAMP_NAME).write_text(json.dumps(stamp))
     return library
 
 
@@ -58,7 +60,7 @@ def test_kind_says_how_the_present_module_came(tmp_path):
     assert flashinfer_jit_plan.run(params(tmp_path))["kind"] == ""
     build(tmp_path)
     assert flashinfer_jit_plan.run(params(tmp_path))["kind"] == "built"
-    stamp_path = tmp_path / fj.cache_paths(tmp_path, "0.6.18", "12.1")["stamp"][len(str(tmp_path)) + 1 :]
+    stamp_path = tmp_path / cache_paths(tmp_path, "0.6.18", "12.1")["stamp"][len(str(tmp_path)) + 1 :]
     stamp = json.loads(stamp_path.read_text())
     aot = [{"provider": "sm121a", "path": "/opt/venv/.../fused_moe_120.so", "sha256": "e" * 64}]
     stamp_path.write_text(json.dumps(stamp | {"kind": "prebuilt", "aot": aot}))

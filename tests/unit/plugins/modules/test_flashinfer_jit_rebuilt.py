@@ -3,7 +3,9 @@
 import hashlib
 import json
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit import stamps
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import ninja_log_summary
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import STAMP_NAME
 from ansible_collections.gb10.serving.plugins.modules import flashinfer_jit_rebuilt
 
 IMAGE = "registry:5000/vllm@sha256:" + "e" * 64
@@ -16,8 +18,8 @@ def prebuilt(cache_dir, image=IMAGE):
     (build_dir / "fused_moe_120.so").write_bytes(b"\x7fELF")
     (build_dir / ".ninja_log").write_text(LOG)
     sha = hashlib.sha256(b"\x7fELF").hexdigest()
-    stamp = fj.stamp(image, "0.6.18", "12.1", sha, 2, 2.0, **fj.ninja_log_summary(LOG))
-    (build_dir / fj.STAMP_NAME).write_text(json.dumps(stamp))
+    stamp = stamps.stamp(image, "0.6.18", "12.1", sha, 2, 2.0, **ninja_log_summary(LOG))
+    (build_dir / STAMP_NAME).write_text(json.dumps(stamp))
     return build_dir
 
 

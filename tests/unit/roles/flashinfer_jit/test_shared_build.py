@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gb10.serving.plugins.module_utils import _flashinfer_jit as fj
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.build_identity import rebuild_findings
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_files import file_sha256
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.cache_layout import STAMP_NAME
+from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import cache_state
 from ansible_collections.gb10.serving.plugins.modules import flashinfer_jit_share_manifest as share_manifest
 
 REPO = Path(__file__).resolve().parents[4]
@@ -78,7 +81,7 @@ def copy(giver_root, receiver_root, state, *receive_args):
         "--source=127.0.0.1",
         f"--port={port}",
         "--local-address=127.0.0.1",
-        f"--commit-last={fj.STAMP_NAME}",
+        f"--commit-last={STAMP_NAME}",
         *receive_args,
     )
     out, err = receive.communicate(timeout=60)
@@ -125,21 +128,21 @@ def test_pitfall_rebuild_at_profiling_received_module_loads_with_no_work_to_do(t
     workspace.mkdir()
     rc, out = copy(giver / ARCH, workspace / ARCH, state)
     assert rc == 0, out
-    stamp = json.loads((workspace / BUILD / fj.STAMP_NAME).read_text())
-    assert stamp == json.loads((giver / BUILD / fj.STAMP_NAME).read_text())
-    library = fj.file_sha256(str(workspace / BUILD / "fused_moe_120.so"))
-    present, reason = fj.cache_state(
+    stamp = json.loads((workspace / BUILD / STAMP_NAME).read_text())
+    assert stamp == json.loads((giver / BUILD / STAMP_NAME).read_text())
+    library = file_sha256(str(workspace / BUILD / "fused_moe_120.so"))
+    present, reason = cache_state(
         {"image_digest": stamp["image_digest"], "flashinfer_version": "0.6.18", "compute_capability": "12.1"},
         stamp,
         library,
-        fj.file_sha256(str(workspace / BUILD / "build.ninja")),
+        file_sha256(str(workspace / BUILD / "build.ninja")),
     )
     assert present, reason
 
     proc = serving_call(workspace)
     assert "ninja: no work to do." in proc.stdout, proc.stdout + proc.stderr
     log = (workspace / BUILD / ".ninja_log").read_text()
-    assert fj.rebuild_findings(stamp, log, fj.file_sha256(str(workspace / BUILD / "fused_moe_120.so"))) == []
+    assert rebuild_findings(stamp, log, file_sha256(str(workspace / BUILD / "fused_moe_120.so"))) == []
 
 
 def test_pitfall_rebuild_at_profiling_fresh_mtimes_would_rebuild(tmp_path):
@@ -168,7 +171,7 @@ def test_receiver_refuses_content_that_is_not_the_manifest(tmp_path):
     assert rc == 5, out
     assert "sha256" in out
     # Nothing was put in place: no stamp, no partial file.
-    assert not (receiver / BUILD / fj.STAMP_NAME).exists()
+    assert not (receiver / BUILD / STAMP_NAME).exists()
     assert not list(receiver.rglob("*.gb10-incomplete"))
 
 
