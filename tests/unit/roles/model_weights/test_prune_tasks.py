@@ -5,7 +5,7 @@ superseded: it must skip cleanly, reading no container and starting none (there 
 Docker task that ran would fail the play), and report why each revision stays.
 
 The deletion itself (the script in the serving image, huggingface_hub's own cache API) is test_weights_prune.py; the
-decision is tests/unit/plugins/module_utils/test_weights_superseded.py; the live run is molecule/model_weights.
+decision is tests/unit/plugins/module_utils/_weights/test_weights_revisions.py; the live run is molecule/model_weights.
 """
 
 from __future__ import annotations
