@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Where sim/publish_image.sh records the stand-in's registry digest; inventories/sim reads it (placeholder if absent).
-export GB10_SIM_IMAGES := $(CURDIR)/sim/build/images.yml
+# From the environment where set (a second simulation prefix keeps its own file).
+GB10_SIM_IMAGES ?= $(CURDIR)/sim/build/images.yml
+export GB10_SIM_IMAGES
 export GB10_SIM_WHEELHOUSE := $(CURDIR)/sim/build/wheelhouse
 # The simulation's CA and its per-subnet proxy certificates (sim/tls.py, run by sim/up.sh); inventories/sim reads them.
 export GB10_SIM_TLS_DIR := $(CURDIR)/sim/build/tls

@@ -5,8 +5,16 @@ set -euo pipefail
 SIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIM_BUILD="${SIM_BUILD:-$SIM_ROOT/build}"
 SIM_PREFIX="${SIM_PREFIX:-gb10-sim}"
-SIM_NETWORK="${SIM_NETWORK:-gb10-sim}"
+# A prefix's own network unless told otherwise: with the old fixed default, sim/down.sh of another prefix removed
+# the network of `make sim` (gb10-sim) too, and two prefixes shared one.
+SIM_NETWORK="${SIM_NETWORK:-$SIM_PREFIX}"
+# The first three octets of the simulation's /24 (node i is <base>.(10+i), the registry <base>.5, the hub <base>.6).
 SIM_SUBNET_BASE="${SIM_SUBNET_BASE:-10.77.0}"
+[[ "$SIM_SUBNET_BASE" =~ ^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){2}$ ]] || {
+  printf '[sim] ERROR: SIM_SUBNET_BASE=%s is not three octets of an IPv4 /24 (e.g. 10.77.0, not 10.77.0.0)\n' \
+    "$SIM_SUBNET_BASE" >&2
+  exit 1
+}
 SIM_SUBNET="$SIM_SUBNET_BASE.0/24"
 SIM_NODES="${SIM_NODES:-2}"
 # CPU weight of the simulation's containers (docker --cpu-shares; empty: Docker's default, 1024). make test starts
