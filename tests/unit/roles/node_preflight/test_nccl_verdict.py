@@ -6,44 +6,22 @@ load different NCCL builds, or one below the plan's minimum, together with every
 Run by the real ansible-playbook on three local hosts: roles/serving_image/tasks/checks.yml (as node_preflight
 includes it) names the planned image by its content and reads, on each rank that already holds it, the NCCL it
 loads (its gated-image record where the record is of that very image, else a throwaway container), then
-roles/node_preflight's own refusal task judges the group. ``docker`` is a stand-in on PATH that answers
-``image inspect`` and the probe's ``run`` per node from a JSON file (no engine runs in the unit tests); what it stands
-in for are the two reads gb10.serving.image_identity and gb10.serving.image_nccl make.
+roles/node_preflight's own refusal task judges the group. ``docker`` is tests/unit/fake_docker.py's stand-in (no
+engine runs in the unit tests): the two reads gb10.serving.image_identity and gb10.serving.image_nccl make.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import yaml
+from fake_docker import inspect, install
 from task_file_runner import run_play
 
 REPO = Path(__file__).resolve().parents[4]
 BASE = "registry:5000/gb10/vllm-standin@sha256:" + "0" * 64
 HELD_ID = "sha256:" + "1" * 64
-
-FAKE_DOCKER = r"""#!PYTHON
-import json, os, sys
-node = os.environ["FAKE_DOCKER_NODE"]
-state = json.load(open(os.path.join(os.environ["FAKE_DOCKER_STATE"], node + ".json")))
-with open(os.path.join(os.environ["FAKE_DOCKER_STATE"], "calls.log"), "a") as log:
-    log.write(node + " " + " ".join(sys.argv[1:3]) + "\n")
-if sys.argv[1:3] == ["image", "inspect"]:
-    name = sys.argv[3]
-    found = state["images"].get(name) or (state["images"].get("planned") if name.startswith("gb10/") else None)
-    if found is None:
-        print("[]")
-        sys.stderr.write("Error response from daemon: No such image: " + name + "\n")
-        sys.exit(1)
-    print(json.dumps([found]))
-elif sys.argv[1] == "run" and state.get("probe"):
-    print(json.dumps(state["probe"]))
-else:
-    sys.stderr.write("no such image\n")
-    sys.exit(125)
-"""
 
 
 def probe(version, sha):
@@ -56,18 +34,7 @@ def probe(version, sha):
     }
 
 
-def inspect(image_id):
-    return {"Id": image_id, "RootFS": {"Layers": ["sha256:" + "3" * 64]}, "Config": {"Labels": {}}}
-
-
 def test_pitfall_nccl_builds_differ_recorded_per_node_refused_by_node_preflight_with_every_other_problem(tmp_path):
-    state = tmp_path / "docker-state"
-    state.mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text(FAKE_DOCKER.replace("PYTHON", sys.executable))
-    docker.chmod(0o755)
     # spark-1 holds the planned image and its record states 2.30.4 (its probe would say otherwise: the record wins,
     # no container); spark-2 holds the planned image with no record: read in a container, 2.28.9 (another build);
     # spark-3 holds no planned image yet (left to distribute) and has another node problem.
@@ -79,8 +46,7 @@ def test_pitfall_nccl_builds_differ_recorded_per_node_refused_by_node_preflight_
         "spark-2": {"images": {"planned": inspect(HELD_ID)}, "probe": probe("2.28.9", "b" * 64)},
         "spark-3": {"images": {}, "probe": None},
     }
-    for node, answers in nodes.items():
-        (state / f"{node}.json").write_text(json.dumps(answers))
+    env, state = install(tmp_path, nodes)
     records = {node: str(tmp_path / f"{node}-serving-image.json") for node in nodes}
     plan = {
         "image": BASE,
@@ -145,7 +111,7 @@ def test_pitfall_nccl_builds_differ_recorded_per_node_refused_by_node_preflight_
         tmp_path,
         play,
         str(tmp_path / "hosts.yml"),
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_DOCKER_STATE": str(state)},
+        env=env,
     )
     assert rc == 2, out[-4000:]
     assert "3 problem(s) before any node changed" in out, out[-4000:]
