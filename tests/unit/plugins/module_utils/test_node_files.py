@@ -1,0 +1,53 @@
+# Copyright: gb10.serving maintainers
+# Apache-2.0
+"""What gb10.serving.node_files installs from a source: a file by its name, a folder whole, never a checkout's
+interpreter caches; two sources may not write one path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible_collections.gb10.serving.plugins.module_utils import _node_files as node_files
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def test_a_folder_lands_whole_under_its_name_without_caches(tmp_path):
+    package = tmp_path / "_weights"
+    (package / "__pycache__").mkdir(parents=True)
+    (package / "__pycache__" / "manifest.cpython-311.pyc").write_bytes(b"\0")
+    (package / "sub").mkdir()
+    for name in ("manifest.py", "__init__.py", "sub/deep.py", ".hidden", "stale.pyc"):
+        (package / name).write_text("x\n")
+    (tmp_path / "weights_transfer.py").write_text("y\n")
+    pairs = node_files.source_files(str(tmp_path / "weights_transfer.py"), "/var/lib/gb10/weights")
+    pairs += node_files.source_files(str(package) + "/", "/var/lib/gb10/weights")
+    assert [(Path(src).relative_to(tmp_path).as_posix(), dest) for src, dest in pairs] == [
+        ("weights_transfer.py", "/var/lib/gb10/weights/weights_transfer.py"),
+        ("_weights/__init__.py", "/var/lib/gb10/weights/_weights/__init__.py"),
+        ("_weights/manifest.py", "/var/lib/gb10/weights/_weights/manifest.py"),
+        ("_weights/sub/deep.py", "/var/lib/gb10/weights/_weights/sub/deep.py"),
+    ]
+
+
+def test_the_weights_package_travels_with_every_module_it_imports():
+    """The real package the transfer script imports: every .py file of plugins/module_utils/_weights lands."""
+    package = REPO / "plugins" / "module_utils" / "_weights"
+    landed = {dest for _src, dest in node_files.source_files(str(package), "/d")}
+    assert (
+        landed == {f"/d/_weights/{path.name}" for path in package.glob("*.py")} and "/d/_weights/__init__.py" in landed
+    )
+
+
+def test_two_sources_writing_one_path_are_named():
+    pairs = [("/a/x.py", "/d/x.py"), ("/b/x.py", "/d/x.py"), ("/a/y.py", "/d/y.py")]
+    assert node_files.duplicate_targets(pairs) == ["/d/x.py"]
+    assert node_files.duplicate_targets(pairs[1:]) == []
+
+
+def test_missing_parents_come_parents_first_once():
+    existing = {"/", "/var", "/var/lib"}
+    wanted = node_files.missing_parents(
+        ["/var/lib/gb10/w/_weights/a.py", "/var/lib/gb10/w/b.py"], existing.__contains__
+    )
+    assert wanted == ["/var/lib/gb10", "/var/lib/gb10/w", "/var/lib/gb10/w/_weights"]
