@@ -31,7 +31,7 @@ _ARGUMENT_SPEC = {
 _ROLES = Path(__file__).resolve().parents[2] / "roles"
 # Each listener of the collection (exposure.py) and the role variable that sets its port.
 _EXPOSED_PORTS = {
-    "proxy_client": ("proxy", "proxy_port"),
+    "proxy_client": ("gb10", "gb10_proxy_port"),
     "warm_agent": ("gb10", "gb10_warm_agent_port"),
     "proxy_metrics": ("gb10", "gb10_proxy_metrics_port"),
     "prometheus": ("monitoring", "monitoring_prometheus_port"),
@@ -79,7 +79,7 @@ class ActionModule(ActionBase):
                 "gb10_api_key",
                 "proxy_anonymous",
                 "proxy_bind_address",
-                "proxy_port",
+                "gb10_proxy_port",
                 "proxy_tls_cert",
                 "proxy_tls_cert_src",
                 "proxy_tls_ca",
@@ -97,7 +97,7 @@ class ActionModule(ActionBase):
             "key_set": bool(given["gb10_api_key"]),
             "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
             "bind": given["proxy_bind_address"] or "*",
-            "port": given["proxy_port"] or 8080,
+            "port": given["gb10_proxy_port"] or role_defaults("gb10")["gb10_proxy_port"],
             "tls": bool(given["proxy_tls_cert"] or given["proxy_tls_cert_src"]),
             "ca": given["proxy_tls_ca"] or "",
             "client_host": given["proxy_client_host"] or "",

@@ -40,7 +40,7 @@ options:
     default: 5
   record_dir:
     description:
-      - Folder of the records of held servers on the proxy's node (roles/proxy's C(proxy_admin_state_dir)).
+      - Folder of the records of held servers on the proxy's node (roles/proxy's C(gb10_proxy_admin_state_dir)).
       - With I(state) drain or maint the record is written, with ready removed; without I(state) the records are
         read and each server's RV(servers[].held) says which one holds it.
     type: path

@@ -31,7 +31,7 @@ SERVICES = (
         True,
     ),
     Service("warm_agent", "gb10_warm_agent_port", "each node that serves", "the proxy nodes (agent check)", True),
-    Service("proxy_client", "proxy_port", "the proxy nodes", "anyone (TLS and the API key guard it)", False),
+    Service("proxy_client", "gb10_proxy_port", "the proxy nodes", "anyone (TLS and the API key guard it)", False),
     Service("proxy_metrics", "gb10_proxy_metrics_port", "the proxy nodes", "the monitoring nodes (scrape)", True),
     Service("prometheus", "monitoring_prometheus_port", "the monitoring nodes", "nobody but the node itself", True),
     Service(

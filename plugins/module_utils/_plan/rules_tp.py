@@ -217,7 +217,7 @@ def mp_settings(ctx):
         others[ctx.port] = "vLLM's port (port:)"
     api = ctx.api or {}
     if isinstance(api.get("port"), int):
-        others.setdefault(api["port"], "the proxy's client port (proxy_port)")
+        others.setdefault(api["port"], "the proxy's client port (gb10_proxy_port)")
     for name in MP_ENV:
         if name in ctx.profile_env:
             yield violation(

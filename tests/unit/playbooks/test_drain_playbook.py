@@ -13,7 +13,7 @@ def test_pitfall_restart_forgets_a_drained_replica_the_maintenance_drain_is_reco
     # Issue 19: a drain only through the runtime API was gone after an HAProxy restart; this one is recorded too.
     _plan, decide, _wait = load("drain.yml")
     drains = [call for call in _server_calls(decide) if call.get("state") == "drain"]
-    assert len(drains) == 1 and "proxy_admin_state_dir" in drains[0]["record_dir"], drains
+    assert len(drains) == 1 and "gb10_proxy_admin_state_dir" in drains[0]["record_dir"], drains
     assert "maintenance (playbooks/drain.yml" in drains[0]["reason"]
 
 

@@ -26,7 +26,8 @@ def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play(
     assert plays[0]["ansible.builtin.import_playbook"] == "preflight.yml"
     preflight = load("preflight.yml")
     assert preflight[0]["ansible.builtin.import_playbook"] == "plan.yml"
-    assert preflight[1]["roles"] == [{"role": "gb10.serving.node_preflight"}]
+    # roles/gb10 first (the shared values and the plan handle), as every play lists it.
+    assert preflight[1]["roles"] == [{"role": "gb10.serving.gb10"}, {"role": "gb10.serving.node_preflight"}]
     assert preflight[1]["any_errors_fatal"] is True
     refuse, prove, serial = plays[1], plays[2], plays[3]
     assert "switch_topology.yml" in refuse["tasks"][0]["ansible.builtin.assert"]["fail_msg"]
@@ -42,7 +43,10 @@ def test_plans_first_then_refuses_then_proves_the_target_before_the_serial_play(
     assert lockstep["check_mode"] is False and lockstep["changed_when"] is False
     assert any("__nvidia_lockstep_moves" in str(t) for t in prove["tasks"])
     assert serial["serial"] == 1 and serial["any_errors_fatal"] is True
-    assert [role["role"] for role in serial["roles"]] == ["gb10.serving.upgrade_node"] and "tasks" not in serial
+    assert [role["role"] for role in serial["roles"]] == [
+        "gb10.serving.gb10",
+        "gb10.serving.upgrade_node",
+    ] and "tasks" not in serial
 
 
 def _rescue_drain(rescue):
@@ -144,7 +148,9 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
     changes = [(name, call) for name in files for call in _server_calls(load(name)) if "state" in call]
     assert {call["state"] for _name, call in changes} == {"drain", "ready"}
     for name, call in changes:
-        assert "record_dir" in str(call.get("record_dir")) or "proxy_admin_state_dir" in str(call.get("record_dir")), (
+        assert "record_dir" in str(call.get("record_dir")) or "gb10_proxy_admin_state_dir" in str(
+            call.get("record_dir")
+        ), (
             name,
             call,
         )
@@ -184,13 +190,15 @@ def test_the_serial_play_hands_the_role_every_required_option_and_keeps_the_publ
     options = specs["main"]["options"]
     required = {name for name, spec in options.items() if spec.get("required")}
     per_node = load("rolling_upgrade.yml")[3]
-    given = {key for key in per_node["roles"][0] if key != "role"}
+    # roles/gb10 first (the shared values and the plan handle), then the role that upgrades the node.
+    assert per_node["roles"][0] == {"role": "gb10.serving.gb10"}
+    given = {key for key in per_node["roles"][1] if key != "role"}
     assert required <= given <= set(options), (required - given, given - set(options))
     for setting in ("drain_timeout_s", "poll_s", "health_timeout_s", "request_timeout_s", "ready_timeout_s"):
         assert f"rolling_upgrade_{setting}" in per_node["vars"]
-        assert per_node["roles"][0][f"upgrade_node_{setting}"] == f"{{{{ rolling_upgrade_{setting} }}}}"
+        assert per_node["roles"][1][f"upgrade_node_{setting}"] == f"{{{{ rolling_upgrade_{setting} }}}}"
     for setting in ("toolcall_cases_file", "toolcall_threshold", "toolcall_margin"):
-        assert f"rolling_upgrade_{setting} | default(" in per_node["roles"][0][f"upgrade_node_{setting}"]
+        assert f"rolling_upgrade_{setting} | default(" in per_node["roles"][1][f"upgrade_node_{setting}"]
 
 
 ROLES = PLAYBOOKS.parent / "roles"

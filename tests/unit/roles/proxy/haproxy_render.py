@@ -42,7 +42,8 @@ def render(max_seqs=(12, 8), template="haproxy.cfg.j2", **overrides):
         "hostvars": {host: {"gb10_fabric_address": f"192.168.200.{11 + i}"} for i, host in enumerate(sorted(nodes))},
         # the proxy node's own fabric address (HAProxy's Prometheus endpoint binds it)
         "gb10_fabric_address": "192.168.200.11",
-        "gb10_proxy_metrics_port": shared["gb10_proxy_metrics_port"],
+        # roles/gb10's shared values the proxy writes (its admin socket, backend, ports, check path...)
+        **{key: value for key, value in shared.items() if key.startswith("gb10_proxy_")},
         "gb10_warm_agent_port": shared["gb10_warm_agent_port"],
         **defaults,
     }
@@ -91,11 +92,11 @@ class LiveHAProxy:
                 max_seqs,
                 _proxy_api_keys_file=str(keys),
                 _proxy_plan=plan,
-                proxy_admin_socket=self.socket,
+                gb10_proxy_admin_socket=self.socket,
                 proxy_server_state_file=self.state_file,
                 proxy_bind_address="127.0.0.1",
-                proxy_port=self.port,
-                proxy_stats_port=free_port(),
+                gb10_proxy_port=self.port,
+                gb10_proxy_stats_port=free_port(),
                 _proxy_errorfile=str(errorfile),
                 hostvars=hostvars,
                 **overrides,

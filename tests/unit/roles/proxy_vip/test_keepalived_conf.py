@@ -111,7 +111,7 @@ def _client(api, **given):
         "gb10_plan": {"api": api},
         "gb10_proxy_tls_ca_file": "/etc/haproxy/gb10-tls-ca.pem",
         "__proxy_vip_plan": {"plan": {"address": "10.93.0.10"}},
-        "proxy_port": 8080,
+        "gb10_proxy_port": 8080,
         **given,
     }
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)

@@ -64,7 +64,7 @@ def test_the_role_keeps_no_table_of_units():
 
 def test_switch_reads_every_unit_that_makes_a_topology_run_from_the_plan():
     play = next(play for play in SWITCH if play.get("name", "").startswith("Switch | what every node runs"))
-    assert play["vars"] == {"__switch_plan": "{{ hostvars['localhost'].gb10_serving_plan }}"}
+    assert play["vars"] == {"__switch_plan": "{{ gb10_plan }}"}
     for read in (
         "__switch_plan.units.all",
         "__switch_plan.nodes[inventory_hostname].unit_names",

@@ -232,7 +232,7 @@ def shipped(inventory):
         defaults.update(_load(REPO / "roles" / role / "defaults" / "main.yml"))
     given = {**defaults, **group_vars}
     variables = {
-        "proxy_client": "proxy_port",
+        "proxy_client": "gb10_proxy_port",
         "warm_agent": "gb10_warm_agent_port",
         "proxy_metrics": "gb10_proxy_metrics_port",
         "prometheus": "monitoring_prometheus_port",

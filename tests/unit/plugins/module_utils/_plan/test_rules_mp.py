@@ -245,7 +245,7 @@ def test_mp_settings_the_proxys_port_is_not_the_master_port():
         "fabric_address": None,
     }
     violation = only(run(mp(), api=api), "mp_settings")
-    assert "the master port 29501 is also the proxy's client port (proxy_port)" in violation["message"]
+    assert "the master port 29501 is also the proxy's client port (gb10_proxy_port)" in violation["message"]
 
 
 def test_mp_settings_judge_the_mp_launcher_only():
