@@ -400,10 +400,10 @@ def test_tensor_parallel_is_refused_with_the_switch_playbook_named(served_sim, p
 
 
 def test_unknown_restart_method_is_refused_before_any_change(served_sim):
-    runner = served_sim.playbook(PLAYBOOK, extravars={"rolling_upgrade_restart": "powercycle"}, check=False)
+    runner = served_sim.playbook(PLAYBOOK, extravars={"upgrade_node_restart": "powercycle"}, check=False)
     text = output(runner)
     assert runner.rc != 0
-    assert 'spark-1: rolling_upgrade_restart is "powercycle" with' in text and "Nothing was changed" in text
+    assert 'spark-1: upgrade_node_restart is "powercycle" with' in text and "Nothing was changed" in text
     served_sim.wait_all_ready(timeout=30)
 
 

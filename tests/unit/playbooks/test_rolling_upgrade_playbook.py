@@ -109,14 +109,36 @@ def test_reboot_passes_the_pre_reboot_gate_first():
     assert inner[2]["when"] == "upgrade_node_restart == 'command'"
 
 
-def test_restart_method_defaults_to_a_reboot_and_is_checked_before_any_change():
+def test_restart_method_defaults_to_a_reboot_and_is_checked_on_every_node_before_any_change():
+    defaults = yaml.safe_load((PLAYBOOKS / UPGRADE_NODE / "defaults/main.yml").read_text())
+    assert (defaults["upgrade_node_restart"], defaults["upgrade_node_restart_command"]) == ("reboot", [])
     plays = load("rolling_upgrade.yml")
-    per_node = next(p for p in plays if p.get("name") == "Rolling upgrade | one node at a time")
-    upgrade_node = next(r for r in per_node["roles"] if r["role"] == "gb10.serving.upgrade_node")
-    assert upgrade_node["upgrade_node_restart"] == "{{ rolling_upgrade_restart | default('reboot') }}"
-    assert upgrade_node["upgrade_node_restart_command"] == "{{ rolling_upgrade_restart_command | default([]) }}"
-    refuse = next(p for p in plays if p.get("name") == "Rolling upgrade | refuse a site that cannot roll")
-    assert any("restart each node" in t["name"] for t in refuse["tasks"])
+    # The play that proves the target on every node (any_errors_fatal) checks it first, with the role's defaults and
+    # the inventory's values, before any node stops.
+    prove = next(
+        p for p in plays if p.get("name") == "Rolling upgrade | prove the target on every node before any node stops"
+    )
+    assert prove["any_errors_fatal"] is True
+    first = prove["tasks"][0]["ansible.builtin.include_role"]
+    assert first == {"name": "gb10.serving.upgrade_node", "tasks_from": "preflight"}
+    check = load(f"{UPGRADE_NODE}/tasks/preflight.yml")[0]
+    assert check["ansible.builtin.assert"]["that"][0] == "upgrade_node_restart in ['reboot', 'command']"
+    assert "Nothing was changed" in check["ansible.builtin.assert"]["fail_msg"]
+    # No choices in the preflight entry point: the refusal is the role's message, naming the node and the fix.
+    specs = yaml.safe_load((PLAYBOOKS / UPGRADE_NODE / "meta/argument_specs.yml").read_text())["argument_specs"]
+    assert "choices" not in specs["preflight"]["options"]["upgrade_node_restart"]
+
+
+def test_old_setting_names_are_refused_not_ignored():
+    # Renamed from the playbook's rolling_upgrade_* (issue 41 item 3): a site's restart command set under the old
+    # name would otherwise be ignored and the node rebooted.
+    refuse = next(
+        p for p in load("rolling_upgrade.yml") if p.get("name") == "Rolling upgrade | refuse a site that cannot roll"
+    )
+    task = next(t for t in refuse["tasks"] if t["name"] == "Refuse the upgrade's settings under their old names")
+    renamed = task["vars"]["__rolling_upgrade_renamed"]
+    assert "select('match', '^rolling_upgrade_')" in renamed and "reject('eq', 'rolling_upgrade_report')" in renamed
+    assert "'^rolling_upgrade_', 'upgrade_node_'" in task["ansible.builtin.assert"]["fail_msg"]
 
 
 def _server_calls(node):
@@ -183,22 +205,40 @@ def test_upgrade_and_switch_drain_judge_idle_and_ready_through_one_role():
     assert "a running engine that does not answer is not" in idle[1]["vars"]["__drain_busy"]
 
 
-def test_the_serial_play_hands_the_role_every_required_option_and_keeps_the_public_names():
-    # roles/upgrade_node takes the playbook's public rolling_upgrade_* settings as required options: one left out
-    # would only fail on a real node, after the target was proven everywhere.
+def test_the_serial_play_hands_the_role_only_what_the_plays_derive_and_the_inventory_sets_the_rest():
+    # Issue 41 item 3: the upgrade's settings are roles/upgrade_node's defaults. Play vars outrank the inventory, and
+    # a value passed to the role as a role parameter outranks it too: the play sets neither, so a group_vars or
+    # host_vars file overrides any timeout. What the role requires is only what the plays before it derive.
     specs = yaml.safe_load((PLAYBOOKS / UPGRADE_NODE / "meta/argument_specs.yml").read_text())["argument_specs"]
     options = specs["main"]["options"]
     required = {name for name, spec in options.items() if spec.get("required")}
-    per_node = load("rolling_upgrade.yml")[3]
+    assert required == {"upgrade_node_driver_change", "upgrade_node_resume_command"}
+    per_node = next(p for p in load("rolling_upgrade.yml") if p.get("name") == "Rolling upgrade | one node at a time")
+    assert "vars" not in per_node
     # roles/gb10 first (the shared values and the plan handle), then the role that upgrades the node.
     assert per_node["roles"][0] == {"role": "gb10.serving.gb10"}
-    given = {key for key in per_node["roles"][1] if key != "role"}
-    assert required <= given <= set(options), (required - given, given - set(options))
-    for setting in ("drain_timeout_s", "poll_s", "health_timeout_s", "request_timeout_s", "ready_timeout_s"):
-        assert f"rolling_upgrade_{setting}" in per_node["vars"]
-        assert per_node["roles"][1][f"upgrade_node_{setting}"] == f"{{{{ rolling_upgrade_{setting} }}}}"
-    for setting in ("toolcall_cases_file", "toolcall_threshold", "toolcall_margin"):
-        assert f"rolling_upgrade_{setting} | default(" in per_node["roles"][1][f"upgrade_node_{setting}"]
+    assert {key for key in per_node["roles"][1] if key != "role"} == required
+    defaults = yaml.safe_load((PLAYBOOKS / UPGRADE_NODE / "defaults/main.yml").read_text())
+    for setting, value in {
+        "drain_timeout_s": 300,
+        "poll_s": 1,
+        "health_timeout_s": 900,
+        "request_timeout_s": 300,
+        "ready_timeout_s": 60,
+        "smoke_max_tokens": 256,
+        "reboot_timeout_s": 1800,
+        "toolcall_threshold": 0.8,
+        "toolcall_margin": 0.05,
+    }.items():
+        assert defaults[f"upgrade_node_{setting}"] == value, setting
+        assert options[f"upgrade_node_{setting}"]["default"] == value, setting
+    # The report shows each upgraded node's settings as the role resolved them (the inventory's, else the defaults).
+    record = next(t for t in load(f"{UPGRADE_NODE}/tasks/apply.yml") if t["name"] == "Record the node's figures")
+    result = record["ansible.builtin.set_fact"]["__upgrade_node_result"]
+    assert "'settings'" in result and "'drain_timeout_s': upgrade_node_drain_timeout_s | int" in result
+    # No | default(<literal>) of a setting left in the playbook.
+    text = (PLAYBOOKS / "rolling_upgrade.yml").read_text()
+    assert "default('reboot')" not in text and "default(0.8)" not in text and "toolcall_eval" not in text
 
 
 ROLES = PLAYBOOKS.parent / "roles"

@@ -103,10 +103,10 @@ def test_the_set_pins_the_dkms_package_with_the_driver():
 def test_sim_restart_records_the_next_boot_kernel_where_the_running_kernel_is_read():
     sim = yaml.safe_load((ROOT / "inventories" / "sim" / "group_vars" / "all" / "sim.yml").read_text())
     path = "/var/lib/gb10-sim/booted-kernel"
-    assert sim["rolling_upgrade_restart"] == "command"
-    assert sim["rolling_upgrade_restart_command"][:2] == ["/bin/sh", "-c"]
-    assert path in sim["rolling_upgrade_restart_command"][2]
-    assert "sort -V | tail -n 1" in sim["rolling_upgrade_restart_command"][2]
+    assert sim["upgrade_node_restart"] == "command"
+    assert sim["upgrade_node_restart_command"][:2] == ["/bin/sh", "-c"]
+    assert path in sim["upgrade_node_restart_command"][2]
+    assert "sort -V | tail -n 1" in sim["upgrade_node_restart_command"][2]
     running = sim["nvidia_lockstep_running_kernel"]
     assert path in running and "6.17.0-1014-nvidia" in running
 
