@@ -78,7 +78,7 @@ class ActionModule(ActionBase):
             for key in (
                 "gb10_api_key",
                 "proxy_anonymous",
-                "proxy_bind_address",
+                "gb10_proxy_bind_address",
                 "gb10_proxy_port",
                 "proxy_tls_cert",
                 "proxy_tls_cert_src",
@@ -96,7 +96,7 @@ class ActionModule(ActionBase):
         return {
             "key_set": bool(given["gb10_api_key"]),
             "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
-            "bind": given["proxy_bind_address"] or "*",
+            "bind": given["gb10_proxy_bind_address"] or role_defaults("gb10")["gb10_proxy_bind_address"],
             "port": given["gb10_proxy_port"] or role_defaults("gb10")["gb10_proxy_port"],
             "tls": bool(given["proxy_tls_cert"] or given["proxy_tls_cert_src"]),
             "ca": given["proxy_tls_ca"] or "",

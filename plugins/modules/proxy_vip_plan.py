@@ -52,7 +52,7 @@ options:
     type: float
     default: 1.0
   bind_address:
-    description: HAProxy's client bind address (C(proxy_bind_address)); must be a wildcard.
+    description: HAProxy's client bind address (C(gb10_proxy_bind_address)); must be a wildcard.
     type: str
     default: "*"
   use_measured:

@@ -102,9 +102,9 @@ def bind(ctx):
             ALL_NODES,
             "bind",
             ctx.bind_address,
-            f"proxy_bind_address is {ctx.bind_address}: HAProxy on a backup node could not accept connections on "
+            f"gb10_proxy_bind_address is {ctx.bind_address}: HAProxy on a backup node could not accept connections on "
             "the floating address when it arrives (binding an address a node does not hold needs "
-            "net.ipv4.ip_nonlocal_bind); set proxy_bind_address: '*'",
+            "net.ipv4.ip_nonlocal_bind); set gb10_proxy_bind_address: '*'",
         )
 
 

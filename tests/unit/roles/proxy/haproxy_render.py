@@ -94,7 +94,7 @@ class LiveHAProxy:
                 _proxy_plan=plan,
                 gb10_proxy_admin_socket=self.socket,
                 proxy_server_state_file=self.state_file,
-                proxy_bind_address="127.0.0.1",
+                gb10_proxy_bind_address="127.0.0.1",
                 gb10_proxy_port=self.port,
                 gb10_proxy_stats_port=free_port(),
                 _proxy_errorfile=str(errorfile),

@@ -28,7 +28,7 @@ GB10_SPECS = yaml.safe_load((ROLE.parent / "gb10" / "meta" / "argument_specs.yml
     "main"
 ]["options"]
 PROXY_SHARED = {"gb10_proxy_" + name for name in ("admin_socket", "backend_name", "admin_state_dir", "port")}
-PROXY_SHARED |= {"gb10_proxy_" + name for name in ("stats_address", "stats_port", "check_path")}
+PROXY_SHARED |= {"gb10_proxy_" + name for name in ("stats_address", "stats_port", "check_path", "bind_address")}
 DEFAULTS = {
     **{name: SHARED[name] for name in PROXY_SHARED},
     **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
@@ -40,7 +40,7 @@ CHECK = "Refuse a value haproxy.cfg or the haproxy.service drop-in could not hol
 TEMPLATE_VARIABLES = {
     "haproxy.cfg.j2": [
         "gb10_proxy_check_path",
-        "proxy_bind_address",
+        "gb10_proxy_bind_address",
         "gb10_proxy_stats_address",
         "gb10_proxy_admin_socket",
         "proxy_server_state_file",
@@ -185,7 +185,7 @@ def test_trailing_line_break_in_a_number_is_refused_though_argument_specs_take_i
 
 EDGE = {
     "gb10_proxy_check_path": "/v1/models.json_~%2F-x",
-    "proxy_bind_address": "0.0.0.0",
+    "gb10_proxy_bind_address": "0.0.0.0",
     "gb10_proxy_stats_address": "::1",
     "gb10_proxy_admin_state_dir": "/var/lib/gb10/proxy-admin_2@site,a=b:c",
     "gb10_proxy_backend_name": "vllm.pair_2-a",
@@ -204,7 +204,7 @@ def test_values_at_the_edge_of_the_patterns_pass_the_preflight(tmp_path):
 
 @NEEDS_HAPROXY
 def test_values_at_the_edge_of_the_patterns_pass_haproxy_check(tmp_path):
-    edge = {k: v for k, v in EDGE.items() if k not in ("proxy_bind_address", "gb10_proxy_stats_address")}
+    edge = {k: v for k, v in EDGE.items() if k not in ("gb10_proxy_bind_address", "gb10_proxy_stats_address")}
     checked = LiveHAProxy(tmp_path, **edge).check()
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -25,13 +25,13 @@ def run_preflight(tmp_path, **given):
 def test_an_empty_key_beyond_loopback_is_refused_with_the_fix(tmp_path):
     rc, out = run_preflight(tmp_path)
     assert rc == 2, out[-3000:]
-    assert "localhost: gb10_api_key is empty and proxy_bind_address is *" in out
+    assert "localhost: gb10_api_key is empty and gb10_proxy_bind_address is *" in out
     assert "proxy_anonymous: true" in out
 
 
 @pytest.mark.parametrize(
     "given",
-    [{"proxy_anonymous": True}, {"proxy_bind_address": "127.0.0.1"}, {"gb10_api_key": "s3cr3t-canary-0a1b"}],
+    [{"proxy_anonymous": True}, {"gb10_proxy_bind_address": "127.0.0.1"}, {"gb10_api_key": "s3cr3t-canary-0a1b"}],
     ids=["anonymous on purpose", "loopback only", "a key"],
 )
 def test_a_key_or_an_explicit_choice_passes(tmp_path, given):

@@ -136,7 +136,7 @@ def test_an_interface_the_node_does_not_have_is_named_with_those_it_has():
 def test_a_concrete_bind_address_is_refused():
     planned = vip.plan("192.168.1.20", 24, HOSTS, nodes(), bind_address="192.168.1.21")
     assert ("all", "bind") in rules(planned)
-    assert "proxy_bind_address: '*'" in planned["violations"][0]["message"]
+    assert "gb10_proxy_bind_address: '*'" in planned["violations"][0]["message"]
 
 
 @pytest.mark.parametrize("bind", ["*", "0.0.0.0", "::", ""])
@@ -196,7 +196,7 @@ def test_advert_int():
 
 def test_bind():
     violation = _only(vip.plan("192.168.1.20", 24, HOSTS, nodes(), bind_address="192.168.1.21"), "bind")
-    assert violation["value"] == "192.168.1.21" and "proxy_bind_address: '*'" in violation["message"]
+    assert violation["value"] == "192.168.1.21" and "gb10_proxy_bind_address: '*'" in violation["message"]
 
 
 def test_unicast_src():
