@@ -26,7 +26,7 @@ TOKEN = "hf_testTokenForTheLocalHub"
 
 hub = load("gb10_sim_hub", REPO / "sim/hub/hub.py")
 tiny_moe = sys.modules["tiny_moe"]
-transfer = load("gb10_weights_transfer", REPO / "roles/model_weights/files/weights_transfer.py")
+transfer = load("gb10_weights_transfer", REPO / "roles/weights_transfer/files/weights_transfer.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A hostile end of the model_weights fan-out (roles/model_weights/files/weights_transfer.py), for the tests.
+"""A hostile end of the model_weights fan-out (roles/weights_transfer/files/weights_transfer.py), for the tests.
 
   send   a hostile SENDER: listens like ``weights_transfer.py serve`` and speaks its wire protocol (our nonce line,
          the receiver's ``{"nonce", "proof", "want"}`` line, our ``{"proof"}`` line, then a tar stream), one

@@ -32,7 +32,7 @@ _SPEC = importlib.util.spec_from_file_location(
 _STANDIN = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_STANDIN)
 prebuild, serving_call = _STANDIN.prebuild, _STANDIN.serving_call
-SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+SCRIPT = REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py"
 TOKEN = "flashinfer-share-token-0123456789abcdef"
 ARCH = ".cache/flashinfer/0.6.18/121a"
 BUILD = f"{ARCH}/cached_ops/fused_moe_120"

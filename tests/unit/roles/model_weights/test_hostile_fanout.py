@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
-SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+SCRIPT = REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py"
 HOSTILE = REPO / "molecule" / "model_weights" / "files" / "hostile_fanout.py"
 
 # The scenario's tiny model (verify_hostile_fanout.yml): blobs named by sha256, as the hub names LFS files.

@@ -1,6 +1,6 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""The fan-out of roles/model_weights/files/weights_transfer.py: the real serve and receive on 127.0.0.1.
+"""The fan-out of roles/weights_transfer/files/weights_transfer.py: the real serve and receive on 127.0.0.1.
 
 Issue 19: a sender of ``blobs/esc -> /victim`` then ``blobs/esc/pwned.txt`` wrote into /victim and the receiver
 exited 0; any connection was served; any path was taken. Here a hostile sender (symlink escape, a path outside the
@@ -33,7 +33,7 @@ from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot imp
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
-SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+SCRIPT = REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py"
 transfer = load("gb10_weights_transfer_fanout", SCRIPT)
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"

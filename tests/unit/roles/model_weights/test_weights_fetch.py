@@ -1,6 +1,6 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""The fetch of roles/model_weights/files/weights_transfer.py proves every blob by content (issue 19).
+"""The fetch of roles/weights_transfer/files/weights_transfer.py proves every blob by content (issue 19).
 
 huggingface_hub's calls are stood in for (the real client against the simulation's hub is
 tests/integration/test_hub_client.py): a blob already there with the hub's size but not its content is fetched
@@ -27,7 +27,7 @@ from ansible_collections.gb10.serving.plugins.module_utils._weights.snapshot imp
 from ansible_collections.gb10.serving.plugins.modules import weights_complete
 
 REPO = Path(__file__).resolve().parents[4]
-transfer = load("gb10_weights_transfer_fetch", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py")
+transfer = load("gb10_weights_transfer_fetch", REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py")
 
 REV = "5d0c2a8e4b1f7c3a9e6d2b8f0a4c6e1d3b5f7a9c"
 SHARD = "model-00001-of-00001.safetensors"

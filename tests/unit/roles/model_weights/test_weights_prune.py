@@ -1,6 +1,6 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""The prune of roles/model_weights/files/weights_transfer.py on a real Hugging Face cache (issue 19).
+"""The prune of roles/weights_transfer/files/weights_transfer.py on a real Hugging Face cache (issue 19).
 
 The cache is made by the real huggingface_hub of the venv (the version the serving image pins): snapshot_download of
 two revisions of a small repository from the simulation's hub (sim/hub/hub.py) in a thread on 127.0.0.1. The two
@@ -25,7 +25,7 @@ import pytest
 from source_loader import load
 
 REPO = Path(__file__).resolve().parents[4]
-SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+SCRIPT = REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py"
 WEIGHTS = REPO / "plugins" / "module_utils" / "_weights"
 hub = load("gb10_sim_hub_prune", REPO / "sim" / "hub" / "hub.py")
 

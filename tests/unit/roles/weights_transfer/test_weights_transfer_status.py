@@ -1,6 +1,6 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""The fetch's status file (roles/model_weights/files/weights_transfer.py): the reporter thread and the final write."""
+"""The fetch's status file (roles/weights_transfer/files/weights_transfer.py): the reporter thread, the final write."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from source_loader import load
 
 REPO = Path(__file__).resolve().parents[4]
-transfer = load("gb10_weights_transfer_status", REPO / "roles" / "model_weights" / "files" / "weights_transfer.py")
+transfer = load("gb10_weights_transfer_status", REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py")
 
 
 def test_pitfall_reporter_and_final_write_race_on_one_temporary_file(tmp_path):

@@ -2,10 +2,10 @@
 # Apache-2.0
 """weights_transfer.py as the role deploys it: beside the collection's _weights package, the collection nowhere else.
 
-The serving image the script runs in has no collection installed; configure.yml copies the script and every module of
-the package into the state folder the container mounts. Run from a copy of that folder, with another working
-directory and no PYTHONPATH, the script must import _weights from its own folder, and fail without it (so the pass is
-not the checkout's doing).
+The serving image the script runs in has no collection installed; roles/weights_transfer (tasks/install.yml) installs
+the script and every module of the package into the state folder the container mounts. Run from a copy of that
+folder, with another working directory and no PYTHONPATH, the script must import _weights from its own folder, and
+fail without it (so the pass is not the checkout's doing).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
-SCRIPT = REPO / "roles" / "model_weights" / "files" / "weights_transfer.py"
+SCRIPT = REPO / "roles" / "weights_transfer" / "files" / "weights_transfer.py"
 WEIGHTS = REPO / "plugins" / "module_utils" / "_weights"
 
 
