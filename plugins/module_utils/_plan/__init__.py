@@ -37,6 +37,7 @@ from . import registry
 from .argv import RAY_PORT
 from .context import (
     CONTAINER_HF_CACHE,
+    CONTAINER_PATHS,
     DEFAULT_HF_CACHE,
     DEFAULT_PORT,
     TOPOLOGIES,
@@ -57,6 +58,7 @@ from .violation import ALL_NODES, format_violations, violation
 __all__ = [
     "ALL_NODES",
     "CONTAINER_HF_CACHE",
+    "CONTAINER_PATHS",
     "DEFAULT_HF_CACHE",
     "DEFAULT_PORT",
     "DIGEST_REF_RE",
@@ -97,7 +99,9 @@ def plan(
     In tensor-parallel, ``group`` holds what vLLM runs every rank at (``tp.py``): the one share, the smallest
     rank's KV tokens, the tightest headroom and the heads; a per-node value on a Ray worker is refused.
     api: the proxy's public frontend, ``{key_set, anonymous, bind, port, tls, ca, client_host, vip_address,
-    fabric_address}`` (whether gb10_api_key is set, never the key), printed and checked by ``rules_api.py``; the
+    fabric_address}`` (whether gb10_api_key is set, never the key) and ``frontends``, each proxy node's ``{key_set,
+    key_shape, anonymous, bind, port}`` (the key's length and unmatchable characters, never the key), printed and
+    checked by ``rules_api.py`` (roles/proxy's preflight reads that verdict); the
     result's ``api`` adds what clients use (``scheme``, ``url``, ``ca``: ``context.client_api``), which every client
     of the collection reads (bench.yml, roles/proxy_vip); None leaves it out.
     site: who may reach what (``exposure.py``: the proxy and monitoring hosts, every host's address, the
@@ -125,6 +129,9 @@ def plan(
         "violations": registry.run(ctx, stage="profile"),
         # site-wide, whatever the profile: a node retires every managed unit that its role does not write
         "units": site_units(),
+        # where the engine containers mount the node's caches (context.CONTAINER_PATHS): roles/serving's mounts,
+        # roles/flashinfer_jit's workspace; each node's container_env points there
+        "container_paths": dict(CONTAINER_PATHS),
     }
     if result["violations"]:
         return result

@@ -30,7 +30,21 @@ LAUNCHERS = ("mp", "ray")
 DEFAULT_LAUNCHER = "mp"
 # plan role of the head and of the other ranks, by launcher
 TP_ROLES = {"mp": ("tp_head", "tp_rank"), "ray": ("ray_head", "ray_worker")}
+# The engine containers' own paths, stated once here (issue 41 item 2): roles/serving mounts the node's caches there
+# and writes the plan's container_env, the rolling upgrade's drift check compares with that same env,
+# roles/flashinfer_jit builds into the same FlashInfer workspace. The HF cache is mounted read-only; transformers keeps
+# a trust_remote_code model's code under $HF_HOME/modules by default, so HF_MODULES_CACHE points into the container's
+# own layer instead.
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+CONTAINER_HF_MODULES = "/root/.cache/hf-modules"
+CONTAINER_FLASHINFER_WORKSPACE = "/root/.cache/flashinfer-workspace"
+CONTAINER_VLLM_CACHE = "/root/.cache/vllm-cache"
+CONTAINER_PATHS = {
+    "hf_cache": CONTAINER_HF_CACHE,
+    "hf_modules_cache": CONTAINER_HF_MODULES,
+    "flashinfer_workspace_base": CONTAINER_FLASHINFER_WORKSPACE,
+    "vllm_cache_root": CONTAINER_VLLM_CACHE,
+}
 DEFAULT_HF_CACHE = "/var/lib/gb10/hf-cache"
 DEFAULT_PORT = 8000
 
@@ -83,6 +97,18 @@ def client_api(api):
     return view
 
 
+def container_env(env):
+    """The whole environment of a node's engine containers (what roles/serving's engine.env holds and the rolling
+    upgrade's drift check compares): HF_MODULES_CACHE first (a profile's env may move it), then ``env`` (the plan's
+    derived values and the profile's env), then the cache paths the containers mount, which nothing overrides."""
+    return {
+        "HF_MODULES_CACHE": CONTAINER_HF_MODULES,
+        **env,
+        "FLASHINFER_WORKSPACE_BASE": CONTAINER_FLASHINFER_WORKSPACE,
+        "VLLM_CACHE_ROOT": CONTAINER_VLLM_CACHE,
+    }
+
+
 def snapshot_dir(repo_id, revision):
     """``hub/models--<org>--<name>/snapshots/<revision>``: where huggingface_hub puts a pinned snapshot."""
     return "hub/models--{}/snapshots/{}".format(repo_id.replace("/", "--"), revision)
@@ -123,6 +149,9 @@ class Context:
         # The proxy's public frontend (issue 18) and how clients reach it: {key_set, anonymous, bind, port, tls, scheme,
         # url, ca} (client_api); None when not known.
         self.api = client_api(api)
+        # Each proxy node's frontend as its own variables set it (``{host: {key_set, key_shape, anonymous, bind,
+        # port}}``, never the key: rules_api.py judges each); None where the caller gave only the first proxy's.
+        self.frontends = (api or {}).get("frontends")
         self.profiles = profiles or {}
         self.nodes = nodes or {}
         self.fabric_cidr = fabric_cidr
@@ -377,6 +406,8 @@ def _derive_node(ctx, host):
     env.update(ctx.profile_env)
     # a secret in the profile's env is refused (env_secret) and never printed with the plan
     entry["env"] = {k: ("(secret: refused)" if secret_env_name(k) else v) for k, v in sorted(env.items())}
+    # the whole container environment, the cache paths included: engine.env as is, and what the drift check compares
+    entry["container_env"] = container_env(entry["env"])
     if uses_ray(ctx):
         entry["ray_start"] = _argv.ray_start(role, address, ctx.head_address, ctx.ray_ports)
 

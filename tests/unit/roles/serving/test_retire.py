@@ -1,7 +1,8 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
-"""roles/serving/tasks/retire.yml and playbooks/switch_topology.yml: the old topology is disabled --now, in order,
-from the units the plan names (plugins/module_utils/_plan/units.py), not from a table of their own."""
+"""roles/serving/tasks/retire.yml and the topology switch (playbooks/switch_topology.yml, roles/switch_topology): the
+old topology is disabled --now, in order, from the units the plan names (plugins/module_utils/_plan/units.py), not from
+a table of their own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ REPO = Path(__file__).resolve().parents[4]
 ROLE_VARS = yaml.safe_load((REPO / "roles" / "serving" / "vars" / "main.yml").read_text())
 RETIRE = yaml.safe_load((REPO / "roles" / "serving" / "tasks" / "retire.yml").read_text())
 SWITCH = yaml.safe_load((REPO / "playbooks" / "switch_topology.yml").read_text())
-SWITCH_STATE = (REPO / "playbooks" / "tasks" / "switch_state.yml").read_text()
+SWITCH_ROLE = REPO / "roles" / "switch_topology"
+SWITCH_STATE = (SWITCH_ROLE / "tasks" / "state.yml").read_text()
+SWITCH_VARS = yaml.safe_load((SWITCH_ROLE / "vars" / "main.yml").read_text())
 
 sys.path.insert(0, str(REPO / "tests" / "unit" / "plugins" / "module_utils" / "_plan"))
 from _plan_fixtures import plan_mod
@@ -64,11 +67,15 @@ def test_the_role_keeps_no_table_of_units():
 
 def test_switch_reads_every_unit_that_makes_a_topology_run_from_the_plan():
     play = next(play for play in SWITCH if play.get("name", "").startswith("Switch | what every node runs"))
-    assert play["vars"] == {"__switch_plan": "{{ gb10_plan }}"}
+    assert [task["ansible.builtin.include_role"] for task in play["tasks"]] == [
+        {"name": "gb10.serving.switch_topology", "tasks_from": "preflight"},
+        {"name": "gb10.serving.switch_topology", "tasks_from": "state"},
+    ]
+    assert SWITCH_VARS["_switch_topology_plan"] == "{{ gb10_plan }}"
     for read in (
-        "__switch_plan.units.all",
-        "__switch_plan.nodes[inventory_hostname].unit_names",
-        "__switch_plan.units.topologies.replicas",
+        "_switch_topology_plan.units.all",
+        "_switch_topology_plan.nodes[inventory_hostname].unit_names",
+        "_switch_topology_plan.units.topologies.replicas",
     ):
         assert read in SWITCH_STATE, read
     assert "gb10-" not in SWITCH_STATE

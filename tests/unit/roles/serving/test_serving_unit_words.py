@@ -43,8 +43,6 @@ CHECKED = [
     "serving_flashinfer_cache_dir",
     "serving_vllm_cache_dir",
     "serving_ray_dir",
-    "serving_flashinfer_workspace_base",
-    "serving_vllm_cache_root",
 ]
 # Reach a unit only as words of ExecStart= (systemd_exec quotes each) or through | int.
 QUOTED = [
@@ -108,8 +106,8 @@ def unit_values(**given):
         "_serving_ray_env_file": f"{config}/ray.env",
         "_serving_mounts": [
             {"source": values["serving_hf_cache_dir"], "target": "/root/.cache/huggingface", "read_only": True},
-            {"source": values["serving_flashinfer_cache_dir"], "target": values["serving_flashinfer_workspace_base"]},
-            {"source": values["serving_vllm_cache_dir"], "target": values["serving_vllm_cache_root"]},
+            {"source": values["serving_flashinfer_cache_dir"], "target": "/root/.cache/flashinfer-workspace"},
+            {"source": values["serving_vllm_cache_dir"], "target": "/root/.cache/vllm-cache"},
         ],
         "_serving_ray_mounts": [{"source": f"{values['serving_ray_dir']}/tmp", "target": "/tmp/ray"}],
     }
@@ -221,10 +219,7 @@ def test_docker_env_file_refuses_a_line_break_in_a_value_and_a_name_that_is_not_
     with pytest.raises(AnsibleFilterError, match="line break"):
         engine.render(
             ansible_managed="m",
-            _serving_node={"env": {}},
-            _serving_container_hf_modules="/root/.cache/hf-modules",
-            serving_flashinfer_workspace_base="/root/.cache/flashinfer-workspace",
-            serving_vllm_cache_root="/root/.cache/vllm-cache\nLD_PRELOAD=/tmp/evil.so",
+            _serving_node={"container_env": {"VLLM_CACHE_ROOT": "/root/.cache/vllm-cache\nLD_PRELOAD=/tmp/evil.so"}},
         )
     ray = env.get_template("ray.env.j2")
     with pytest.raises(AnsibleFilterError, match="line break"):

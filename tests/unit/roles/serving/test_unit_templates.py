@@ -107,7 +107,7 @@ def _mounts(opts):
 
 def test_role_vars_mount_the_hf_cache_read_only_and_ray_tmp_under_a_root_only_parent():
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
-    hf = next(m for m in variables["_serving_mounts"] if m["target"] == "{{ _serving_container_hf_cache }}")
+    hf = next(m for m in variables["_serving_mounts"] if m["target"] == "{{ _serving_container_paths.hf_cache }}")
     assert hf["read_only"] is True
     assert variables["_serving_ray_tmp_dir"] == "{{ serving_ray_dir }}/tmp"
     install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
@@ -120,9 +120,11 @@ def test_the_engines_caches_outlive_the_container_and_their_host_folders_are_mad
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     mounts = {m["target"]: m for m in variables["_serving_mounts"]}
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    # mounted where the plan's container_paths say (issue 41 item 2), the paths its container_env points at
+    assert variables["_serving_container_paths"] == "{{ _serving_plan.container_paths | default({}) }}"
     for source, target in (
-        ("{{ serving_flashinfer_cache_dir }}", "{{ serving_flashinfer_workspace_base }}"),
-        ("{{ serving_vllm_cache_dir }}", "{{ serving_vllm_cache_root }}"),
+        ("{{ serving_flashinfer_cache_dir }}", "{{ _serving_container_paths.flashinfer_workspace_base }}"),
+        ("{{ serving_vllm_cache_dir }}", "{{ _serving_container_paths.vllm_cache_root }}"),
     ):
         assert mounts[target] == {"source": source, "target": target, "read_only": False}
     assert defaults["serving_vllm_cache_dir"] == "{{ gb10_vllm_cache_dir }}"
@@ -130,7 +132,7 @@ def test_the_engines_caches_outlive_the_container_and_their_host_folders_are_mad
     made = {d["path"] for d in install[0]["loop"]}
     assert {"{{ serving_flashinfer_cache_dir }}", "{{ serving_vllm_cache_dir }}"} <= made
     env = (ROLE / "templates" / "engine.env.j2").read_text()
-    assert '"VLLM_CACHE_ROOT": serving_vllm_cache_root' in env
+    assert "_serving_node.container_env | gb10.serving.docker_env_file" in env
 
 
 def test_replica_unit_drops_every_capability_and_keeps_a_private_ipc():
@@ -191,15 +193,9 @@ def test_tp_engine_unit_joins_the_head_with_host_ipc_and_the_token():
 
 
 def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
-    env = environment()
-    env.filters["combine"] = lambda a, b: {**a, **b}
-    text = env.get_template("engine.env.j2").render(
-        ansible_managed="managed",
-        _serving_node={"env": {"MAX_JOBS": "2", "RAY_AUTH_MODE": "token"}},
-        _serving_container_hf_modules="/root/.cache/hf-modules",
-        serving_flashinfer_workspace_base="/root/.cache/flashinfer-workspace",
-        serving_vllm_cache_root="/root/.cache/vllm-cache",
-    )
+    # the plan's container_env of a node (plugins/module_utils/_plan/context.py), rendered as is
+    node = {"container_env": plan_mod.context.container_env({"MAX_JOBS": "2", "RAY_AUTH_MODE": "token"})}
+    text = environment().get_template("engine.env.j2").render(ansible_managed="managed", _serving_node=node)
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines == [
         "FLASHINFER_WORKSPACE_BASE=/root/.cache/flashinfer-workspace",
@@ -208,8 +204,8 @@ def test_engine_env_moves_the_remote_code_modules_out_of_the_read_only_cache():
         "RAY_AUTH_MODE=token",
         "VLLM_CACHE_ROOT=/root/.cache/vllm-cache",
     ]
-    modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_container_hf_modules"]
-    assert not modules.startswith("/root/.cache/huggingface/")
+    paths = plan_mod.context.CONTAINER_PATHS
+    assert not paths["hf_modules_cache"].startswith(paths["hf_cache"] + "/")
 
 
 def test_role_vars_read_the_ray_fence_and_the_head_from_the_plan():

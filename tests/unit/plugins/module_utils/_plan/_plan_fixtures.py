@@ -216,9 +216,11 @@ def shipped(inventory):
             group_vars["gb10_sim_standin_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
         )
     if "gb10_sim_real_repository" in group_vars:
-        known["gb10_sim_real_image"] = "{}@{}".format(
-            group_vars["gb10_sim_real_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
-        )
+        # The 0.32.0 image and the 0.31.0 one (sim-real-031), both of that repository.
+        for name in ("gb10_sim_real_image", "gb10_sim_real_prev_image"):
+            known[name] = "{}@{}".format(
+                group_vars["gb10_sim_real_repository"], group_vars["gb10_sim_standin_placeholder_digest"]
+            )
     children = _load(base / "hosts.yml")["all"]["children"]
     hosts = list(children["gb10_nodes"]["hosts"])
     node_map = {}

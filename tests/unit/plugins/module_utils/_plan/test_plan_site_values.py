@@ -32,7 +32,7 @@ def test_plan_rungs_and_pins_are_plain_values():
 
 
 def test_the_sim_ladder_rungs_above_the_models_length_are_refused_by_the_plan():
-    # playbooks/tasks/context_ladder_rung.yml plans each rung like this before anything on a node changes for it;
+    # roles/context_ladder/tasks/rung.yml plans each rung like this before anything on a node changes for it;
     # tests/integration/serving/test_40_context_ladder.py expects these words in the ladder's report.
     site = shipped("sim")
     verdicts = {}
