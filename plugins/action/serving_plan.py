@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_inputs import node_input
 from ansible_collections.gb10.serving.plugins.module_utils._plan import format_plan, format_violations, plan
-from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_api import affinity_settings
+from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_api import affinity_settings, key_shape
 
 _ARGUMENT_SPEC = {
     "profile": {"type": "str"},
@@ -68,7 +68,8 @@ class ActionModule(ActionBase):
     def _api(self, groups, hostvars):
         """The first proxy's public frontend as the proxy role will render it (its defaults where the inventory sets
         nothing) and what its clients need to reach it (the host they use, the CA they verify with; the plan derives
-        the URL); only whether gb10_api_key is set leaves here, never the key. None without a gb10_proxy group."""
+        the URL), and each proxy node's frontend (``frontends``, judged by rules_api.py); only whether gb10_api_key
+        is set and its shape leave here, never the key. None without a gb10_proxy group."""
         proxies = list(groups.get("gb10_proxy") or [])
         if not proxies:
             return None
@@ -76,10 +77,6 @@ class ActionModule(ActionBase):
         wanted = {
             key: hvars.get(key)
             for key in (
-                "gb10_api_key",
-                "proxy_anonymous",
-                "gb10_proxy_bind_address",
-                "gb10_proxy_port",
                 "proxy_tls_cert",
                 "proxy_tls_cert_src",
                 "proxy_tls_ca",
@@ -92,18 +89,40 @@ class ActionModule(ActionBase):
             )
         }
         given = self._templar.template(wanted)
-        anonymous = given["proxy_anonymous"]
+        frontends = {proxy: self._frontend(hostvars.get(proxy) or {}) for proxy in proxies}
+        first = frontends[proxies[0]]
         return {
-            "key_set": bool(given["gb10_api_key"]),
-            "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
-            "bind": given["gb10_proxy_bind_address"] or role_defaults("gb10")["gb10_proxy_bind_address"],
-            "port": given["gb10_proxy_port"] or role_defaults("gb10")["gb10_proxy_port"],
+            "key_set": first["key_set"],
+            "anonymous": first["anonymous"],
+            "bind": first["bind"],
+            "port": first["port"],
             "tls": bool(given["proxy_tls_cert"] or given["proxy_tls_cert_src"]),
             "ca": given["proxy_tls_ca"] or "",
             "client_host": given["proxy_client_host"] or "",
             "vip_address": given["proxy_vip_address"] or "",
             "fabric_address": given["gb10_fabric_address"] or "",
             "affinity": _affinity(given),
+            "frontends": frontends,
+        }
+
+    def _frontend(self, hvars):
+        """One proxy node's public frontend as roles/proxy will render it, for rules_api.py to judge (api_closed,
+        api_key_word): whether its gb10_api_key is set and the key's shape (key_shape: length, characters HAProxy's
+        key file could not hold), never the key; proxy_anonymous; its bind address and port (roles/gb10's defaults
+        where the inventory sets none)."""
+        wanted = {
+            key: hvars.get(key)
+            for key in ("gb10_api_key", "proxy_anonymous", "gb10_proxy_bind_address", "gb10_proxy_port")
+        }
+        given = self._templar.template(wanted)
+        anonymous = given["proxy_anonymous"]
+        key = given["gb10_api_key"]
+        return {
+            "key_set": bool(key),
+            "key_shape": key_shape(key),
+            "anonymous": anonymous is True or str(anonymous).lower() in ("true", "yes", "1"),
+            "bind": given["gb10_proxy_bind_address"] or role_defaults("gb10")["gb10_proxy_bind_address"],
+            "port": given["gb10_proxy_port"] or role_defaults("gb10")["gb10_proxy_port"],
         }
 
     def _site(self, hosts, groups, hostvars):

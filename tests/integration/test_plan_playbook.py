@@ -179,6 +179,12 @@ def runs(tmp_path_factory):
             extra.write_text(json.dumps({"serving_profiles": profiles}))
             inv = REPO / "inventories" / inventory
             jobs[("broken", case)] = pool.submit(_run, inv, profile, tmp / f"broken-{case}.out.json", extra)
+        # the API-key rules (issue 41 item 2: the plan's, which roles/proxy's preflight reads) through the action
+        # plugin's view of each proxy node's variables: an empty key, and one HAProxy's key file could not hold
+        for case, key in (("empty", ""), ("word", "two words-canary-9f\u00e9")):
+            keyed = ("-e", json.dumps({"gb10_api_key": key}))
+            out = tmp / f"key-{case}.json"
+            jobs[("key", case)] = pool.submit(_run, REPO / "inventories" / "sim", "sim-replicas", out, None, keyed)
         inventory, extra = _gather_inventory(tmp)
         jobs[("gather",)] = pool.submit(
             _run, inventory, "gather", tmp / "gather.json", extra, ("-e", "plan_gather_facts=true")
@@ -231,6 +237,32 @@ def test_one_broken_rule_prints_exactly_that_violation_and_fails(runs, case):
     # argument validation of roles/gb10, which every play lists first (issue 41) and which runs on the controller
     assert _node_results(run["stdout"]) <= {"Validating arguments against arg spec"}, run["stdout"][-3000:]
     assert "UNREACHABLE" not in run["stdout"] and "fatal: [spark-" not in run["stdout"]
+
+
+@pytest.mark.parametrize(
+    ("case", "rule", "value", "said"),
+    [
+        ("empty", "api_closed", "*:8080", "gb10_api_key is empty and the proxy binds *:8080"),
+        (
+            "word",
+            "api_key_word",
+            "gb10_api_key: 20 characters, 2 of them whitespace or outside printable ASCII",
+            "HAProxy reads its key file line by line",
+        ),
+    ],
+)
+def test_the_plan_refuses_an_api_key_the_proxy_could_not_use_per_proxy_node_never_showing_it(
+    runs, case, rule, value, said
+):
+    run = runs[("key", case)]
+    assert run["rc"] != 0
+    violations = run["plan"]["violations"]
+    assert [(v["node"], v["rule"], v["value"]) for v in violations] == [
+        ("spark-1", rule, value),
+        ("spark-2", rule, value),
+    ], violations
+    assert said in violations[0]["message"] and said in " ".join(run["stdout"].split())
+    assert "canary-9f" not in run["stdout"] and "canary-9f" not in json.dumps(run["plan"])
 
 
 def _node_results(stdout):

@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
 """The API closed by default (issue 18): the proxy's public frontend wants gb10_api_key unless the inventory opens
-it (proxy_anonymous: true), which the plan then prints."""
+it (proxy_anonymous: true), which the plan then prints; and a key HAProxy's key file can hold. The one statement of
+these rules: roles/proxy's preflight reads this verdict (the plan's violations), it does not judge again."""
 
 from __future__ import annotations
 
@@ -11,26 +12,65 @@ import re
 from .registry import rule
 from .violation import ALL_NODES, violation
 
-LOOPBACK_PREFIXES = ("127.", "::1", "localhost")
+# A bind address that only this host reaches: 127.0.0.0/8, ::1 (bracketed or not) or localhost, exactly.
+LOOPBACK = re.compile(r"^(127\.|::1\Z|localhost\Z)")
+# The key is one line of the file HAProxy reads line by line (roles/proxy): one word of printable ASCII.
+KEY_CHARACTER = re.compile(r"[\x21-\x7e]")
 
 
 def is_loopback(bind):
-    return str(bind).strip().strip("[]").startswith(LOOPBACK_PREFIXES)
+    return bool(LOOPBACK.match(str(bind).strip().removeprefix("[").removesuffix("]")))
+
+
+def key_shape(key):
+    """What the plan may know of gb10_api_key, never the key: its length and how many of its characters HAProxy's
+    key file could not hold (whitespace, control characters, anything beyond printable ASCII)."""
+    key = "" if key is None else str(key)
+    return {"length": len(key), "unmatchable": sum(1 for char in key if not KEY_CHARACTER.fullmatch(char))}
+
+
+def _frontends(ctx):
+    """Each proxy node's frontend ({node: {key_set, key_shape, anonymous, bind, port}}); where the caller gave only
+    the first proxy's settings (ctx.api), that one for every node."""
+    if ctx.frontends:
+        return ctx.frontends
+    if ctx.api is None:
+        return {}
+    return {ALL_NODES: ctx.api}
 
 
 @rule("api_closed", pitfall="issue 18: an open API on every interface, which nothing could close")
 def api_closed(ctx):
-    api = ctx.api
-    if api is None or api.get("key_set") or api.get("anonymous") or is_loopback(api.get("bind", "*")):
-        return
-    yield violation(
-        ALL_NODES,
-        "api_closed",
-        f"{api.get('bind', '*')}:{api.get('port', 8080)}",
-        f"gb10_api_key is empty and the proxy binds {api.get('bind', '*')}:{api.get('port', 8080)}: anyone who "
-        "reaches that port would use the model. Set gb10_api_key (vault it: ansible-vault encrypt_string), or "
-        "proxy_anonymous: true to serve without a key on purpose",
-    )
+    for node, given in _frontends(ctx).items():
+        bind, port = given.get("bind") or "*", given.get("port") or 8080
+        if given.get("key_set") or given.get("anonymous") or is_loopback(bind):
+            continue
+        yield violation(
+            node,
+            "api_closed",
+            f"{bind}:{port}",
+            f"gb10_api_key is empty and the proxy binds {bind}:{port} (gb10_proxy_bind_address): anyone who reaches "
+            "that port would use the model. Set gb10_api_key (vault it: ansible-vault encrypt_string), or "
+            "proxy_anonymous: true to serve without a key on purpose",
+        )
+
+
+@rule("api_key_word", pitfall="issue 18: a key HAProxy's key file cannot hold matches no request")
+def api_key_word(ctx):
+    for node, given in _frontends(ctx).items():
+        shape = given.get("key_shape") or {}
+        if not shape.get("unmatchable"):
+            continue
+        yield violation(
+            node,
+            "api_key_word",
+            f"gb10_api_key: {shape.get('length', 0)} characters, {shape['unmatchable']} of them whitespace or "
+            "outside printable ASCII",
+            f"gb10_api_key holds {shape['unmatchable']} character(s) of whitespace or outside printable ASCII "
+            f"(of {shape.get('length', 0)}; the key is not shown): HAProxy reads its key file line by line, one "
+            "word a line, so no request could match it. Set a key of printable ASCII without spaces, e.g. "
+            "`openssl rand -hex 32`, vaulted (ansible-vault encrypt_string)",
+        )
 
 
 AFFINITY_MODES = ("none", "header", "user")

@@ -20,7 +20,14 @@ from haproxy_render import NEEDS_HAPROXY, ROLE, LiveHAProxy, render
 from task_file_runner import run_role_tasks
 from template_words import refusal
 
-PLAN = {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}, "serving_hosts": ["localhost"]}
+# The plan's part the preflight reads (roles/gb10's gb10_plan): one replica on this host, the public frontend judged
+# (rules_api.py) with no violation.
+PLAN = {
+    "nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}},
+    "serving_hosts": ["localhost"],
+    "api": {"key_set": True, "anonymous": False, "bind": "*", "port": 8080, "tls": False},
+    "violations": [],
+}
 # The role's own defaults and the shared ones of roles/gb10 it writes (issue 41: the admin socket, backend, drain
 # records' folder, ports and check path live there once).
 SHARED = yaml.safe_load((ROLE.parent / "gb10" / "defaults" / "main.yml").read_text())

@@ -21,7 +21,14 @@ import yaml
 from task_file_runner import run_play, run_role_tasks
 from tls_material import certificate_only, expired, sim_tls, with_another_key
 
-PLAN = {"nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}}, "serving_hosts": ["localhost"]}
+# The plan's part the preflight reads (roles/gb10's gb10_plan): one replica on this host, the public frontend judged
+# (rules_api.py) with no violation.
+PLAN = {
+    "nodes": {"localhost": {"port": 8000, "max_num_seqs": 4}},
+    "serving_hosts": ["localhost"],
+    "api": {"key_set": True, "anonymous": False, "bind": "*", "port": 8080, "tls": False},
+    "violations": [],
+}
 
 
 @pytest.fixture(scope="module")

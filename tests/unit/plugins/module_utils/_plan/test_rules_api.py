@@ -3,9 +3,17 @@ it, and prints who may use the API."""
 
 from __future__ import annotations
 
+import pytest
 from _plan_fixtures import only, plan_mod, replicas, rules, run
 
 OPEN = {"key_set": False, "anonymous": False, "bind": "*", "port": 8080, "tls": False}
+rules_api = plan_mod.rules_api
+
+
+def frontend(key="", anonymous=False, bind="*", port=8080):
+    """One proxy node's frontend as plugins/action/serving_plan.py gives it (never the key: its shape)."""
+    shape = rules_api.key_shape(key)
+    return {"key_set": bool(key), "key_shape": shape, "anonymous": anonymous, "bind": bind, "port": port}
 
 
 def test_api_closed():
@@ -15,6 +23,70 @@ def test_api_closed():
     assert rules(run(replicas(), api={**OPEN, "key_set": True})) == []
     assert rules(run(replicas(), api={**OPEN, "bind": "127.0.0.1"})) == []
     assert rules(run(replicas(), api=None)) == []  # no proxy group: nothing to say
+
+
+def test_api_closed_judges_each_proxy_node_by_its_own_variables():
+    """Issue 41 item 2: the rule roles/proxy's preflight held in Jinja (its assert on gb10_api_key, proxy_anonymous and
+    gb10_proxy_bind_address, per proxy node) is the plan's alone: each proxy node is judged, and named."""
+    frontends = {
+        "spark-a": frontend(),
+        "spark-b": frontend(key="s3cr3t-canary-0a1b"),
+        "spark-c": frontend(anonymous=True),
+        "spark-d": frontend(bind="127.0.0.1"),
+        "spark-e": frontend(bind="10.77.0.12", port=8443),
+    }
+    planned = run(replicas(), api={**OPEN, "key_set": True, "frontends": frontends})
+    found = [(v["node"], v["value"]) for v in planned["violations"] if v["rule"] == "api_closed"]
+    assert found == [("spark-a", "*:8080"), ("spark-e", "10.77.0.12:8443")]
+    assert (
+        "gb10_api_key is empty and the proxy binds *:8080 (gb10_proxy_bind_address)"
+        in planned["violations"][0]["message"]
+    )
+    assert "frontends" not in planned["api"]  # what clients read stays {key_set, anonymous, bind, port, tls, ...}
+
+
+@pytest.mark.parametrize(
+    ("bind", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("*", False),
+        ("", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("::1abc", False),
+        ("localhost.example.org", False),
+        ("10.77.0.11", False),
+        ("spark-1", False),
+    ],
+)
+def test_api_closed_counts_only_loopback_as_closed(bind, loopback):
+    # as roles/proxy's preflight did: ^(127\.|::1$|localhost$); a name that starts with localhost is not loopback
+    assert rules_api.is_loopback(bind) is loopback
+    planned = run(replicas(), api={**OPEN, "frontends": {"spark-a": frontend(bind=bind)}})
+    assert (rules(planned) == []) is loopback
+
+
+def test_api_key_word():
+    """Issue 18: HAProxy reads the key file line by line; a key with whitespace or beyond printable ASCII matches no
+    request. Refused per proxy node, with the key's shape and the fix, never the key."""
+    assert rules_api.key_shape("two words-canary-9f") == {"length": 19, "unmatchable": 1}
+    assert rules_api.key_shape(None) == {"length": 0, "unmatchable": 0}
+    for key in ("two words-canary-9f", "tab\tcanary-9f", "line\ncanary-9f", "caf\u00e9-canary-9f", "nul\x00canary-9f"):
+        planned = run(replicas(), api={**OPEN, "key_set": True, "frontends": {"spark-b": frontend(key=key)}})
+        violation = only(planned, "api_key_word")
+        assert violation["node"] == "spark-b"
+        assert (
+            violation["value"]
+            == f"gb10_api_key: {len(key)} characters, 1 of them whitespace or outside printable ASCII"
+        )
+        assert "openssl rand -hex 32" in violation["message"] and "line by line" in violation["message"]
+        assert "canary-9f" not in repr(planned)
+    for key in ("s3cr3t-canary-0a1b", "!~" * 16, ""):
+        assert "api_key_word" not in rules(run(replicas(), api={**OPEN, "frontends": {"spark-b": frontend(key=key)}}))
 
 
 def test_the_plan_prints_who_may_use_the_api():
