@@ -20,12 +20,14 @@ def _lines(result):
 
 def ladder_observations(host_vars):
     """One node's observations during a rung, from the facts the rung's tasks registered on it."""
-    baseline = host_vars.get("__ladder_baseline")
+    baseline = host_vars.get("__context_ladder_baseline")
     return {
-        "mem_available_mib": [meminfo_mib(text)["mem_available_mib"] for text in host_vars.get("__ladder_mem") or []],
-        "earlyoom_lines": _lines(host_vars.get("__ladder_earlyoom")),
-        "kernel_lines": _lines(host_vars.get("__ladder_kernel")),
-        "ssh_rtt_s": [float(v) for v in host_vars.get("__ladder_rtts") or []],
+        "mem_available_mib": [
+            meminfo_mib(text)["mem_available_mib"] for text in host_vars.get("__context_ladder_mem") or []
+        ],
+        "earlyoom_lines": _lines(host_vars.get("__context_ladder_earlyoom")),
+        "kernel_lines": _lines(host_vars.get("__context_ladder_kernel")),
+        "ssh_rtt_s": [float(v) for v in host_vars.get("__context_ladder_rtts") or []],
         "ssh_baseline_s": float(baseline) if baseline not in (None, "") else None,
     }
 

@@ -111,9 +111,9 @@ EXAMPLES = r"""
   gb10.serving.ladder_verdict:
     profile: "{{ serving_profile }}"
     planned: [32768, 131072, 262144]
-    previous: "{{ __ladder_results }}"
+    previous: "{{ __context_ladder_results }}"
     rung: 131072
-    nodes: "{{ __ladder_observed }}"
+    nodes: "{{ __context_ladder_observed }}"
     serving_ok: true
     recall_answers: ["4711", "4711"]
     needle: "4711"
@@ -123,11 +123,11 @@ EXAMPLES = r"""
   gb10.serving.ladder_verdict:
     profile: "{{ serving_profile }}"
     planned: [32768, 131072, 262144]
-    previous: "{{ __ladder_results }}"
+    previous: "{{ __context_ladder_results }}"
     rung: 262144
     nodes: {}
     serving_ok: false
-    plan_violations: "{{ __ladder_rung_plan.violations }}"
+    plan_violations: "{{ __context_ladder_rung_plan.violations }}"
     needle: "4711"
   delegate_to: localhost
 """

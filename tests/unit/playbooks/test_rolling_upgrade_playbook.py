@@ -11,6 +11,8 @@ import yaml
 PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
 # The per-node step of the serial play: roles/upgrade_node, relative to PLAYBOOKS as every file here is loaded.
 UPGRADE_NODE = "../roles/upgrade_node"
+# The switch's steps: roles/switch_topology's entry points, one a play of playbooks/switch_topology.yml.
+SWITCH_TOPOLOGY = "../roles/switch_topology"
 
 
 def load(name):
@@ -161,8 +163,8 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
         f"{UPGRADE_NODE}/tasks/main.yml",
         f"{UPGRADE_NODE}/tasks/compare.yml",
         f"{UPGRADE_NODE}/tasks/apply.yml",
-        "tasks/switch_drain.yml",
-        "tasks/switch_ready.yml",
+        f"{SWITCH_TOPOLOGY}/tasks/drain.yml",
+        f"{SWITCH_TOPOLOGY}/tasks/ready.yml",
         "ready.yml",
         "../roles/drain/tasks/drain.yml",
         "../roles/drain/tasks/ready.yml",
@@ -183,10 +185,19 @@ def test_pitfall_restart_forgets_a_drained_replica_every_drain_and_ready_is_reco
     assert "__upgrade_node_failed_step" in drain["vars"]["drain_reason"]
 
 
+def _tasks(tasks):
+    """Every task of a task list, in order, the tasks of its blocks in their place."""
+    for task in tasks:
+        if "block" in task:
+            yield from _tasks(task["block"])
+        else:
+            yield task
+
+
 def _drain_entry_points(name):
     return [
         t["ansible.builtin.include_role"]["tasks_from"]
-        for t in load(name)
+        for t in _tasks(load(name))
         if t.get("ansible.builtin.include_role", {}).get("name") == "gb10.serving.drain"
     ]
 
@@ -195,8 +206,8 @@ def test_upgrade_and_switch_drain_judge_idle_and_ready_through_one_role():
     # Issue 15: the switch treated an engine that did not answer its /metrics as idle, the upgrade did not; both
     # now go through roles/drain, where a running engine that does not answer is not idle.
     assert _drain_entry_points(f"{UPGRADE_NODE}/tasks/apply.yml") == ["drain", "idle", "ready"]
-    assert _drain_entry_points("tasks/switch_drain.yml") == ["drain", "idle"]
-    assert _drain_entry_points("tasks/switch_ready.yml") == ["ready"]
+    assert _drain_entry_points(f"{SWITCH_TOPOLOGY}/tasks/drain.yml") == ["drain", "idle"]
+    assert _drain_entry_points(f"{SWITCH_TOPOLOGY}/tasks/ready.yml") == ["ready"]
     idle = load("../roles/drain/tasks/idle.yml")
     assert (
         "vllm_in_flight" in idle[0]["until"]

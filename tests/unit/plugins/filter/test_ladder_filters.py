@@ -14,11 +14,11 @@ def test_recall_prompt_filter_holds_the_needle():
 
 def test_ladder_observations_from_registered_facts():
     hv = {
-        "__ladder_mem": [MEMINFO, MEMINFO.replace("4000000", "8000000")],
-        "__ladder_earlyoom": {"stdout_lines": ["a"]},
-        "__ladder_kernel": {"stdout_lines": []},
-        "__ladder_rtts": ["0.1", 0.2],
-        "__ladder_baseline": "0.05",
+        "__context_ladder_mem": [MEMINFO, MEMINFO.replace("4000000", "8000000")],
+        "__context_ladder_earlyoom": {"stdout_lines": ["a"]},
+        "__context_ladder_kernel": {"stdout_lines": []},
+        "__context_ladder_rtts": ["0.1", 0.2],
+        "__context_ladder_baseline": "0.05",
     }
     assert F["ladder_observations"](hv) == {
         "mem_available_mib": [3906, 7812],
@@ -30,5 +30,5 @@ def test_ladder_observations_from_registered_facts():
 
 
 def test_unreachable_node_has_no_samples():
-    obs = F["ladder_observations"]({"__ladder_earlyoom": {"unreachable": True}})
+    obs = F["ladder_observations"]({"__context_ladder_earlyoom": {"unreachable": True}})
     assert obs["mem_available_mib"] == [] and obs["ssh_baseline_s"] is None

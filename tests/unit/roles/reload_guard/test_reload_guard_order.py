@@ -135,26 +135,33 @@ def _role_task_file_reloads(role, tasks_from):
     return path.exists() and any(_reloads(task) for task in _tasks(_load(path)))
 
 
-def test_pitfall_daemon_reload_detaches_gpu_guard_before_a_playbooks_own_reload():
-    """A playbook that runs a role's reloading task file directly (switch_topology's retire: systemctl disable
-    reloads) makes the guard hold first, in the same play."""
-    checked = 0
+def _task_lists():
+    """Every playbook's plays' task lists and every role's task files, each named for the message."""
     for path in sorted((REPO / "playbooks").glob("*.yml")):
         for play in _load(path):
-            if not isinstance(play, dict):
+            if isinstance(play, dict):
+                yield path.name, play.get("tasks")
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        yield str(path.relative_to(ROLES)), _load(path)
+
+
+def test_pitfall_daemon_reload_detaches_gpu_guard_before_a_playbooks_own_reload():
+    """A playbook or a role that runs another role's reloading task file directly (the switch's retire, in
+    roles/switch_topology: systemctl disable reloads) makes the guard hold first, in the same task list."""
+    checked = 0
+    for name, task_list in _task_lists():
+        tasks = list(_tasks(task_list))
+        for index, task in enumerate(tasks):
+            args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role") or {}
+            role = str(args.get("name", "")).rpartition(".")[2]
+            if not args.get("tasks_from") or not _role_task_file_reloads(role, str(args["tasks_from"])):
                 continue
-            tasks = list(_tasks(play.get("tasks")))
-            for index, task in enumerate(tasks):
-                args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role") or {}
-                role = str(args.get("name", "")).rpartition(".")[2]
-                if not args.get("tasks_from") or not _role_task_file_reloads(role, str(args["tasks_from"])):
-                    continue
-                checked += 1
-                guards = [
-                    t
-                    for t in tasks[:index]
-                    if (t.get("ansible.builtin.include_role") or t.get("ansible.builtin.import_role") or {}).get("name")
-                    == GUARD
-                ]
-                assert guards, f"{path.name}: {task.get('name')} reloads systemd before {GUARD} in its play"
-    assert checked >= 1  # switch_topology.yml's retire
+            checked += 1
+            guards = [
+                t
+                for t in tasks[:index]
+                if (t.get("ansible.builtin.include_role") or t.get("ansible.builtin.import_role") or {}).get("name")
+                == GUARD
+            ]
+            assert guards, f"{name}: {task.get('name')} reloads systemd before {GUARD} in its task list"
+    assert checked >= 1  # roles/switch_topology's retire
