@@ -50,7 +50,13 @@ def test_run_is_bounded_and_the_warmup_is_flagged(server):
     assert len(records) == 8 and all(r["ok"] and r["completion_tokens"] == 3 for r in records)
     summary = _bench.summarize([warm, *records])
     assert summary["requests"] == 8 and summary["warmups_excluded"] == 1
-    assert summary["ttft_p90_s"] < 0.3
+    # The slow first answer is the warm-up's (a lower bound holds on a loaded machine; an upper one did not: CI
+    # measured a p90 of 0.305 s for 0.01 s answers), and it leaves no trace in the figures.
+    assert warm["first_token"] - warm["start"] >= 0.3
+    alone = _bench.summarize(records)
+    assert {k: v for k, v in summary.items() if k != "warmups_excluded"} == {
+        k: v for k, v in alone.items() if k != "warmups_excluded"
+    }
 
 
 def test_unreachable_endpoint_is_an_error_record():
