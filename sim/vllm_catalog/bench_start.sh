@@ -1,27 +1,52 @@
 #!/usr/bin/env bash
 # make bench-engine-start (issue 36 item 2): what a restart of the real vLLM 0.32 CPU engine costs on this machine,
-# serving the sim model with spark-1's planned argv (serve_real.sh), and what each candidate buys: vLLM's compile
-# cache kept (VLLM_CACHE_ROOT, which roles/serving mounts from gb10_vllm_cache_dir, so a restart finds it) and
-# --enforce-eager (no torch.compile, no CUDA-graph-style capture). Each start is cold (an empty cache) or warm (the
-# cache the previous start of the same options left). Prints one line per start: seconds to /health 200 and the
-# openai client's checks after it (the first completion pays what the start deferred).
+# serving the sim model with spark-1's planned argv of BENCH_PROFILE (default sim-real, the profile the simulation
+# serves this engine with; serve_real.sh), and what each candidate buys: vLLM's compile cache kept
+# (VLLM_CACHE_ROOT, which roles/serving mounts from gb10_vllm_cache_dir, so a restart finds it), that cache without
+# vLLM's AOT artifact (VLLM_USE_AOT_COMPILE=0), and --enforce-eager (no torch.compile). Each candidate starts cold
+# (an empty cache) then warm (the cache the cold start left), serving one snapshot path as a node's restarts do:
+# the compile cache is keyed by the model's path among others. Prints one line per start: seconds to /health 200,
+# the openai client's checks after it, and what vLLM's log says of its AOT compile cache (loaded, or compiled
+# again and why). The starts run one after another: other work on the machine lengthens every start, so compare
+# lines of one run, and say what ran beside it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 out="${BENCH_OUT:-$repo/sim/build/bench-engine-start}"
+profile="${BENCH_PROFILE:-sim-real}"
 rm -rf "$out" && mkdir -p "$out"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 results=()
-for mode in default eager; do
-  extra=""
-  [ "$mode" = eager ] && extra="--extra=--enforce-eager"
+# candidate name | environment words | serve_real.py words
+candidates=(
+  "cache||"
+  "no-aot|VLLM_USE_AOT_COMPILE=0|"
+  "eager||--extra=--enforce-eager"
+)
+for candidate in "${candidates[@]}"; do
+  IFS='|' read -r mode envs extra <<<"$candidate"
+  # BENCH_CANDIDATES (default all): the names to run, e.g. "cache no-aot"
+  [[ " ${BENCH_CANDIDATES:-cache no-aot eager} " == *" $mode "* ]] || continue
   for run in cold warm; do
     log="$out/$mode-$run.log"
     verdict=ok
-    SERVE_REAL_OUT="$out/$mode-$run" SERVE_REAL_ARGS="--cache-root $out/cache-$mode $extra" \
-      "$here/serve_real.sh" >"$log" 2>&1 || verdict="FAILED: $(grep -m1 'FAILED' "$log" | cut -c1-160)"
+    # shellcheck disable=SC2086  # envs and extra are lists of words on purpose
+    env $envs SERVE_REAL_PROFILE="$profile" SERVE_REAL_OUT="$out/$mode-$run" SERVE_REAL_SNAPSHOT="$out/snapshot" \
+      SERVE_REAL_ARGS="--cache-root $out/cache-$mode $extra" "$here/serve_real.sh" >"$log" 2>&1 \
+      || verdict="FAILED: $(grep -m1 'FAILED' "$log" | cut -c1-160)"
     line=$(grep -m1 '/health 200 after' "$log" | sed 's/.*: \/health/\/health/' || true)
-    results+=("$(printf '%-8s %-5s %s; %s' "$mode" "$run" "${line:-no /health 200}" "$verdict")")
+    engine_log=$(find "$out/$mode-$run" -name "sim.$profile.*.log" | head -n 1)
+    aot="no AOT artifact"
+    if [ -n "$engine_log" ] && grep -q 'Directly load AOT compilation' "$engine_log"; then
+      aot="AOT artifact loaded"
+    elif [ -n "$engine_log" ] && grep -q 'Compiling model again due to a load failure' "$engine_log"; then
+      aot="AOT artifact not loaded: $(grep -m1 -o 'reason: .*' "$engine_log" | cut -c1-90)"
+    elif [ -n "$engine_log" ] && grep -q 'saved AOT compiled function' "$engine_log"; then
+      aot="compiled, AOT artifact saved"
+    fi
+    results+=("$(printf '%-7s %-5s %s; %s; %s' "$mode" "$run" "${line:-no /health 200}" "$aot" "$verdict")")
   done
 done
-printf '[bench] the real vLLM 0.32 CPU engine, the sim model, %s cores:\n' "$(nproc)"
+printf '[bench] the real vLLM 0.32 CPU engine, the sim model, profile %s, %s cores (load average %s before, %s after):\n' \
+  "$profile" "$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '[bench]   %s\n' "${results[@]}"

@@ -174,7 +174,12 @@ def check(argv, env, model_dir=None):
 
     def parsers():
         engine_args = AsyncEngineArgs.from_cli_args(args)
-        args.structured_outputs_config = engine_args.create_structured_outputs_config()
+        # vLLM 0.32's server merges --reasoning-parser into the structured outputs config before it validates the
+        # parser names (EngineArgs.create_structured_outputs_config); 0.31's has no such step and validates the
+        # config as parsed (vllm/entrypoints/launchers/launcher.py's setup_server in each release).
+        merge = getattr(engine_args, "create_structured_outputs_config", None)
+        if merge is not None:
+            args.structured_outputs_config = merge()
         validate_api_server_args(args)
 
     stages.append(("parsers", parsers))

@@ -4,7 +4,10 @@
 # environment). The snapshot is written by sim/model/tiny_moe.py: the bytes the hub serves, which the
 # model_weights role proves on every node by their sha256. Exits 1 naming the check and vLLM's words.
 # Env: those of real_venv.sh; SERVE_REAL_OUT (default sim/build/serve-real): the plan, snapshot and engine logs;
-# SERVE_REAL_NODES (default spark-1): the nodes of sim-replicas whose argv is served, one after the other;
+# SERVE_REAL_PROFILE (default sim-replicas): the sim profile whose argv is served; SERVE_REAL_NODES (default
+# spark-1): its nodes whose argv is served, one after the other; SERVE_REAL_SNAPSHOT (default $SERVE_REAL_OUT/snapshot):
+# where the snapshot is written (vLLM's compile cache is keyed by the model's path among others: starts that should
+# find one cache must serve one path, as a node's restarts do);
 # SERVE_REAL_ARGS: more options of serve_real.py (e.g. --cache-root DIR --extra=--enforce-eager; make bench-engine-start).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -16,10 +19,11 @@ t0=$(date +%s)
 venv=$("$here/real_venv.sh")
 mkdir -p "$out"
 cd "$repo"
-plan="$out/sim.sim-replicas.json"
-ansible-playbook -i inventories/sim playbooks/plan.yml -e serving_profile=sim-replicas -e plan_output="$plan" \
+profile="${SERVE_REAL_PROFILE:-sim-replicas}"
+plan="$out/sim.$profile.json"
+ansible-playbook -i inventories/sim playbooks/plan.yml -e serving_profile="$profile" -e plan_output="$plan" \
   >"$out/plan.log" 2>&1 || { tail -n 20 "$out/plan.log"; log "plan.yml failed (log: $out/plan.log)"; exit 1; }
-snapshot=$(python3 - "$out/snapshot" <<'PY'
+snapshot=$(python3 - "${SERVE_REAL_SNAPSHOT:-$out/snapshot}" <<'PY'
 import sys
 from pathlib import Path
 sys.path.insert(0, "sim/model")
