@@ -227,8 +227,10 @@ def format_plan(result):
         if entry.get("ray_start"):
             lines.append("ray:  " + " ".join(entry["ray_start"]))
         lines.append("snapshot: " + str(entry.get("snapshot_path")))
+        # what engine.env holds (container_env: the cache paths the containers mount included), not only the part
+        # the profile and the plan's rules set
         lines.append("env:")
-        lines.extend(f"  {key}={value}" for key, value in entry.get("env", {}).items())
+        lines.extend(f"  {key}={value}" for key, value in (entry.get("container_env") or entry.get("env", {})).items())
         memory = entry.get("memory") or {}
         if memory:
             lines.append("memory:")

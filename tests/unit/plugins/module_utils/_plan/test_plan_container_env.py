@@ -50,3 +50,13 @@ def test_a_profile_moves_the_modules_cache_but_never_the_mounted_caches():
     assert container_env["HF_MODULES_CACHE"] == "/tmp/modules"
     assert container_env["VLLM_CACHE_ROOT"] == PATHS["vllm_cache_root"]
     assert container_env["FLASHINFER_WORKSPACE_BASE"] == PATHS["flashinfer_workspace_base"]
+
+
+def test_the_printed_plan_shows_the_whole_container_environment():
+    planned = run(replicas(env={"VLLM_LOGGING_LEVEL": "DEBUG"}))
+    text = plan_mod.format_plan(planned)
+    block = text.split("== spark-a", 1)[1].split("\n== ", 1)[0]
+    env_lines = block.split("\nenv:\n", 1)[1].split("\nmemory:", 1)[0].splitlines()
+    assert env_lines == [f"  {key}={value}" for key, value in planned["nodes"]["spark-a"]["container_env"].items()]
+    assert "  VLLM_CACHE_ROOT=/root/.cache/vllm-cache" in env_lines
+    assert "  VLLM_LOGGING_LEVEL=DEBUG" in env_lines
