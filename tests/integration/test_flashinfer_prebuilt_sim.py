@@ -32,6 +32,7 @@ import yaml
 from _shell import sh
 
 from ansible_collections.gb10.serving.plugins.module_utils._flashinfer_jit.stamps import cache_state
+from ansible_collections.gb10.serving.plugins.module_utils._plan.context import CONTAINER_PATHS
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -42,7 +43,8 @@ SIM_ENV = {**os.environ, "SIM_PREFIX": PREFIX, "SIM_NETWORK": NETWORK, "SIM_SUBN
 STANDIN = "gb10-sim/vllm-standin:0.32.0"
 LOCAL = "gb10-it/fi-prebuilt"
 REMOTE = "registry:5000/gb10-it/fi-prebuilt"
-WORKSPACE = "/root/.cache/flashinfer-workspace"
+# The container path the plan states (container_paths), where the role builds and the serving units mount.
+WORKSPACE = CONTAINER_PATHS["flashinfer_workspace_base"]
 TRACE_CC = "/usr/local/bin/gb10-trace-cc"
 CALLS = "compiler-calls"
 BUILD = ".cache/flashinfer/0.6.18/121a/cached_ops/fused_moe_120"
@@ -209,9 +211,9 @@ def converged(images, tmp_path_factory):
         )
     )
     (inv / "play.yml").write_text("---\n" + "\n".join(plays))
-    # The plan's part the role reads: this node's environment, and no serving unit to stop.
-    extra = {"gb10_plan": {"nodes": {"spark-1": {"env": ENV}}, "units": {"all": [], "agents": []}},
-             "flashinfer_jit_share": False, "flashinfer_jit_env": SIZE}  # fmt: skip
+    # The plan's part the role reads: this node's environment, the containers' paths, and no serving unit to stop.
+    plan = {"nodes": {"spark-1": {"env": ENV}}, "container_paths": CONTAINER_PATHS, "units": {"all": [], "agents": []}}
+    extra = {"gb10_plan": plan, "flashinfer_jit_share": False, "flashinfer_jit_env": SIZE}
     started = time.monotonic()
     done = subprocess.run(
         [ANSIBLE_PLAYBOOK, "-i", inv / "hosts.yml", inv / "play.yml", "-e", json.dumps(extra)],
