@@ -64,6 +64,10 @@ def serving_secret_leaks(argv, secrets):
     return _units.secret_leaks(list(argv), dict(secrets or {}))
 
 
+def serving_unit_templates(units, kind, folder="/etc/systemd/system"):
+    return _wrap(_units.unit_template_files, list(units), kind, folder)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -71,4 +75,5 @@ class FilterModule:
             "serving_docker_run": serving_docker_run,
             "docker_env_file": docker_env_file,
             "serving_secret_leaks": serving_secret_leaks,
+            "serving_unit_templates": serving_unit_templates,
         }

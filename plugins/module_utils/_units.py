@@ -141,3 +141,45 @@ def secret_leaks(argv, secrets):
         if value not in (None, "") and any(str(value) in word for word in words):
             problems.append(f"the value of secret {name} appears in the command line")
     return problems
+
+
+# The files each kind of unit of the plan is written from (roles/serving/templates), in the order they are written:
+# a warm agent's service before its socket (systemd-analyze refuses a socket whose service it cannot load).
+UNIT_FILE_KINDS = {
+    "units": None,
+    "watchdogs": ("gb10-watchdog", ("service", "timer")),
+    "warm": ("gb10-warm-agent", ("service", "socket")),
+}
+
+
+def unit_template_files(units, kind, folder="/etc/systemd/system"):
+    """gb10.serving.node_templates' files for a node's plan units (plugins/module_utils/_plan/units.py): ``units``
+    their own unit files (template ``template``, ``item`` the unit); ``watchdogs`` each unit's watchdog service and
+    timer (``item`` the pair (watchdog, 'service'|'timer'), as the templates read it); ``warm`` each given unit's warm
+    agent service and socket (``item`` (unit, 'service'|'socket')). Each file is validated by systemd-analyze under
+    its unit name."""
+    if kind not in UNIT_FILE_KINDS:
+        raise ValueError(f"unit_template_files: kind {kind!r} is none of {sorted(UNIT_FILE_KINDS)}")
+    found = []
+
+    def add(src, name, item):
+        found.append(
+            {
+                "src": src,
+                "dest": f"{folder}/{name}",
+                "mode": "0644",
+                "validate": f"systemd-analyze verify %s:{name}",
+                "vars": {"item": item},
+            }
+        )
+
+    for unit in units:
+        if kind == "units":
+            add(unit["template"], unit["unit"], unit)
+            continue
+        prefix, parts = UNIT_FILE_KINDS[kind]
+        owner = unit.get("watchdog") if kind == "watchdogs" else unit
+        names = (owner or {}).get("warm") if kind == "warm" else owner
+        for part in parts if names else ():
+            add(f"{prefix}.{part}.j2", names[part], [owner, part])
+    return found

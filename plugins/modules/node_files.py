@@ -86,44 +86,11 @@ files:
 
 import base64
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_files import missing_parents
-
-
-def _current(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _text(data):
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _write(module, path, data):
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".gb10-node-files-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        module.atomic_move(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-
-
-def _attributes(module, path, mode, owner, group):
-    """Whether ``path``'s owner, group or mode differed (set unless in check mode)."""
-    changed = module.set_owner_if_different(path, owner, False)
-    changed = module.set_group_if_different(path, group, changed)
-    return module.set_mode_if_different(path, mode, changed)
+from ansible_collections.gb10.serving.plugins.module_utils._node_write import attributes, current, diff_of, write_beside
 
 
 def main():
@@ -155,22 +122,17 @@ def main():
         written.append(folder + "/")
         if not module.check_mode:
             os.mkdir(folder)
-            _attributes(module, folder, params["directory_mode"], owner, group)
+            attributes(module, folder, params["directory_mode"], owner, group)
     for path, data in wanted:
-        before = _current(path)
+        before = current(path)
         changed = before != data
         if changed:
             if module._diff:
-                old, new = _text(before or b""), _text(data)
-                diffs.append(
-                    {"before_header": path, "after_header": path, "before": old, "after": new}
-                    if old is not None and new is not None
-                    else {"prepared": f"{path}: binary content changed\n"}
-                )
+                diffs.append(diff_of(path, before, data))
             if not module.check_mode:
-                _write(module, path, data)
+                write_beside(module, path, data, ".gb10-node-files-")
         # in check mode a file not there yet has nothing to compare: its write is the change
-        if not (before is None and module.check_mode) and _attributes(module, path, params["mode"], owner, group):
+        if not (before is None and module.check_mode) and attributes(module, path, params["mode"], owner, group):
             changed = True
         if changed:
             written.append(path)

@@ -73,7 +73,7 @@ def test_pitfall_serving_environment_with_another_cc_is_refused_before_the_unit_
         assert f"+nvcc = {OTHER_CC}" in data["res"]["diff"], data["res"]["diff"]
     # Nothing was written or restarted: the refusal came before the env files, the units and the handlers.
     ran = {e["event_data"].get("task") for e in runner.events if e.get("event") == "playbook_on_task_start"}
-    assert "Write the engine environment from the plan" not in ran
+    assert "Write the engine environment and the serving units of this node's topology from the plan" not in ran
     after = {node: unit_state(sim, node) for node in NODES}
     assert after == before
     assert sim.all_ready()

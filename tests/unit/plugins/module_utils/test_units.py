@@ -139,3 +139,31 @@ def test_pitfall_trailing_newline_passes_a_dollar_anchor():
     # unquoted, a line break in ExecStart=. Every validating pattern ends in \Z (issue 37 item 4).
     assert _units.systemd_word("serve\n") == '"serve\\n"'
     assert _units.exec_line(["vllm", "serve\n"]) == 'vllm "serve\\n"'
+
+
+def test_unit_template_files_write_each_units_file_its_watchdog_and_warm_agent_service_before_socket():
+    unit = {
+        "unit": "gb10-vllm.service",
+        "template": "gb10-vllm.service.j2",
+        "watchdog": {"service": "gb10-watchdog-replica.service", "timer": "gb10-watchdog-replica.timer"},
+        "warm": {"service": "gb10-warm-agent.service", "socket": "gb10-warm-agent.socket"},
+    }
+    rank = {"unit": "gb10-ray-worker.service", "template": "gb10-ray.service.j2", "watchdog": None, "warm": None}
+    own = _units.unit_template_files([unit, rank], "units")
+    assert [(f["src"], f["dest"]) for f in own] == [
+        ("gb10-vllm.service.j2", "/etc/systemd/system/gb10-vllm.service"),
+        ("gb10-ray.service.j2", "/etc/systemd/system/gb10-ray-worker.service"),
+    ]
+    assert own[0]["vars"] == {"item": unit} and own[0]["validate"] == "systemd-analyze verify %s:gb10-vllm.service"
+    watchdogs = _units.unit_template_files([unit, rank], "watchdogs", folder="/x")
+    assert [(f["src"], f["dest"], f["vars"]["item"][1]) for f in watchdogs] == [
+        ("gb10-watchdog.service.j2", "/x/gb10-watchdog-replica.service", "service"),
+        ("gb10-watchdog.timer.j2", "/x/gb10-watchdog-replica.timer", "timer"),
+    ]
+    assert watchdogs[0]["vars"]["item"][0] is unit["watchdog"]
+    # systemd-analyze refuses a socket whose service it cannot load: the service is written first
+    warm = _units.unit_template_files([unit, rank], "warm")
+    assert [f["dest"].rsplit("/", 1)[1] for f in warm] == ["gb10-warm-agent.service", "gb10-warm-agent.socket"]
+    assert all(f["mode"] == "0644" and f["vars"]["item"][0] is unit for f in warm)
+    with pytest.raises(ValueError, match="kind 'sockets' is none of"):
+        _units.unit_template_files([unit], "sockets")

@@ -20,10 +20,13 @@ from _plan_fixtures import shipped_plan
 HANDLERS = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
 CONFIGURE = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
 RESTART = next(h for h in HANDLERS if h["name"] == "Restart the serving units")
-ENV_FILES = ("__serving_engine_env_file", "__serving_secrets_env_file", "__serving_ray_env_file")
+# What each env file's change looks like to the handler: engine.env is written with the units (its path among
+# __serving_unit_files.written), secrets.env and ray.env together, root only (__serving_secret_files changed).
+ENV_FILES = ("engine", "secrets", "ray")
+REGISTERS = ("__serving_unit_files", "__serving_secret_files")
 
 
-def _restarted(plan, host, changed_env=(), changed_units=(), registered=ENV_FILES):
+def _restarted(plan, host, changed_env=(), changed_units=(), registered=REGISTERS):
     role_vars = {
         **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
         **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
@@ -31,11 +34,15 @@ def _restarted(plan, host, changed_env=(), changed_units=(), registered=ENV_FILE
     }
     variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in role_vars.items()}
     variables.update(gb10_plan=plan, inventory_hostname=host)
-    variables.update({name: {"changed": name in changed_env} for name in registered})
-    units = plan["nodes"][host]["units"]
-    variables["__serving_unit_files"] = {
-        "results": [{"item": unit, "changed": unit["unit"] in changed_units} for unit in units]
-    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    engine_env = templar.template(trust_as_template(variables["_serving_engine_env_file"]))
+    written = [f"/etc/systemd/system/{unit}" for unit in changed_units] + (
+        ["engine"] if "engine" in changed_env else []
+    )
+    if "__serving_unit_files" in registered:
+        variables["__serving_unit_files"] = {"written": [engine_env if p == "engine" else p for p in written]}
+    if "__serving_secret_files" in registered:
+        variables["__serving_secret_files"] = {"changed": bool({"secrets", "ray"} & set(changed_env))}
     templar = Templar(loader=DataLoader(), variables=variables)
     return [item["unit"] for item in templar.template(trust_as_template(RESTART["loop"]))]
 
@@ -43,7 +50,7 @@ def _restarted(plan, host, changed_env=(), changed_units=(), registered=ENV_FILE
 def test_every_file_the_units_are_restarted_for_notifies_the_one_handler_and_registers_what_it_reads():
     notifying = {task["name"]: task for task in CONFIGURE if "Restart the serving units" in task.get("notify", [])}
     registers = {task["register"] for task in notifying.values()}
-    assert registers == {*ENV_FILES, "__serving_unit_files"}
+    assert registers == set(REGISTERS)
     assert [h["name"] for h in HANDLERS if "Restart" in h["name"]] == [
         "Restart the serving units",
         "Restart serving warm agent sockets",
@@ -59,11 +66,14 @@ def test_a_changed_env_file_restarts_every_unit_of_the_node_in_start_order_a_uni
     assert _restarted(plan, "spark-1", changed_units={"gb10-vllm-tp.service"}) == ["gb10-vllm-tp.service"]
     for env_file in ENV_FILES:
         assert _restarted(plan, "spark-1", changed_env={env_file}) == head, env_file
-    assert _restarted(plan, "spark-2", changed_env={"__serving_ray_env_file"}) == ["gb10-ray-worker.service"]
-    # a task that did not run (another tag) registered nothing: only the unit files count then
+    assert _restarted(plan, "spark-2", changed_env={"ray"}) == ["gb10-ray-worker.service"]
+    # a task that did not run (another tag) registered nothing: nothing is restarted for it
     replicas = shipped_plan("sim", "sim-replicas")
     assert _restarted(replicas, "spark-1", registered=()) == []
-    assert _restarted(replicas, "spark-1", changed_units={"gb10-vllm.service"}, registered=()) == ["gb10-vllm.service"]
+    assert _restarted(replicas, "spark-1", changed_env={"secrets"}, registered=("__serving_unit_files",)) == []
+    assert _restarted(
+        replicas, "spark-1", changed_units={"gb10-vllm.service"}, registered=("__serving_unit_files",)
+    ) == ["gb10-vllm.service"]
 
 
 def test_mp_launch_restarts_each_ranks_one_engine_unit_for_its_env_or_its_unit_file():
@@ -72,6 +82,6 @@ def test_mp_launch_restarts_each_ranks_one_engine_unit_for_its_env_or_its_unit_f
     assert [unit["unit"] for unit in plan["nodes"]["spark-1"]["units"]] == ["gb10-vllm-mp.service"]
     assert [unit["unit"] for unit in plan["nodes"]["spark-2"]["units"]] == ["gb10-vllm-mp-rank.service"]
     assert _restarted(plan, "spark-1") == [] and _restarted(plan, "spark-2") == []
-    assert _restarted(plan, "spark-1", changed_env={"__serving_secrets_env_file"}) == ["gb10-vllm-mp.service"]
-    assert _restarted(plan, "spark-2", changed_env={"__serving_engine_env_file"}) == ["gb10-vllm-mp-rank.service"]
+    assert _restarted(plan, "spark-1", changed_env={"secrets"}) == ["gb10-vllm-mp.service"]
+    assert _restarted(plan, "spark-2", changed_env={"engine"}) == ["gb10-vllm-mp-rank.service"]
     assert _restarted(plan, "spark-2", changed_units={"gb10-vllm-mp-rank.service"}) == ["gb10-vllm-mp-rank.service"]

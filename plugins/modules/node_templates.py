@@ -1,0 +1,156 @@
+#!/usr/bin/python
+# Copyright: gb10.serving maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Module gb10.serving.node_templates: write a role's rendered templates on a node in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_templates
+short_description: Write several templates of a role on a node in one module run
+description:
+  - Renders every template of O(files) on the controller as M(ansible.builtin.template) does (the role's
+    C(templates/), the task's variables, C(ansible_managed), C(trim_blocks)) and compares and writes them all on the
+    node in one module run, where M(ansible.builtin.template) makes two a file even when nothing changes.
+  - A file is written only where its bytes, mode, owner or group differ, in the order given. Its O(files[].validate)
+    runs on the candidate in a private folder before it replaces the file (nothing watching the file's folder, such
+    as systemd, sees a candidate); a refusal fails the task naming the file, and the files after it are left alone.
+  - In check mode nothing is written and no O(files[].validate) runs (as M(ansible.builtin.template)); the files
+    that would be written are reported, with their diff in diff mode.
+  - Use C(no_log) on the task for files that hold secrets, whose text the diff would show.
+options:
+  files:
+    description: The files, in the order they are written.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      src:
+        description: The template, in the role's C(templates/) (read by the action plugin on the controller).
+        type: str
+      vars:
+        description: Variables for this template only (such as C(item) for a template written once per unit).
+        type: dict
+      dest:
+        description: The file on the node (absolute; its folder must exist).
+        type: path
+        required: true
+      content:
+        description: The rendered text, base64 (given by the action plugin, never by hand).
+        type: str
+      mode:
+        description: The file's mode (octal string).
+        type: str
+        required: true
+      owner:
+        description: The file's owner.
+        type: str
+        default: root
+      group:
+        description: The file's group.
+        type: str
+        default: root
+      validate:
+        description: A command that must pass on the candidate before it is written, C(%s) its path.
+        type: str
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Reports the files it would write and writes none; runs no O(files[].validate).
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The text before and after of each file it writes.
+author:
+  - gb10.serving maintainers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Write the fabric firewall and its unit
+  gb10.serving.node_templates:
+    files:
+      - src: gb10-fabric.nft.j2
+        dest: /etc/gb10/fabric.nft
+        mode: "0600"
+        validate: /usr/sbin/nft -c -f %s
+      - src: gb10-fabric-firewall.service.j2
+        dest: /etc/systemd/system/gb10-fabric-firewall.service
+        mode: "0644"
+        validate: systemd-analyze verify %s:gb10-fabric-firewall.service
+  notify: Load the fabric firewall
+"""
+
+RETURN = r"""
+written:
+  description: The node paths written (in check mode, those that would be), in the order given.
+  type: list
+  elements: str
+  returned: always
+files:
+  description: How many files were compared.
+  type: int
+  returned: always
+"""
+
+import base64
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gb10.serving.plugins.module_utils._node_write import (
+    attributes,
+    current,
+    diff_of,
+    validate_problems,
+    write_validated,
+)
+
+_FILE = {
+    "src": {"type": "str"},
+    "vars": {"type": "dict"},
+    "dest": {"type": "path", "required": True},
+    "content": {"type": "str"},
+    "mode": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+    "validate": {"type": "str"},
+}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"files": {"type": "list", "elements": "dict", "required": True, "options": _FILE}},
+        supports_check_mode=True,
+    )
+    files = module.params["files"]
+    problems = validate_problems(files)
+    problems += [
+        f"{entry['dest']}: no content (the action plugin renders it)" for entry in files if not entry["content"]
+    ]
+    if problems:
+        module.fail_json(msg="node_templates: " + "; ".join(problems))
+    written, diffs = [], []
+    for entry in files:
+        path, data = entry["dest"], base64.b64decode(entry["content"])
+        before = current(path)
+        changed = before != data
+        if changed:
+            if module._diff:
+                diffs.append(diff_of(path, before, data))
+            if not module.check_mode:
+                refused = write_validated(module, path, data, entry["validate"])
+                if refused:
+                    module.fail_json(msg=f"node_templates: {refused}", written=written, changed=bool(written))
+        # in check mode a file not there yet has nothing to compare: its write is the change
+        if not (before is None and module.check_mode) and attributes(
+            module, path, entry["mode"], entry["owner"], entry["group"]
+        ):
+            changed = True
+        if changed:
+            written.append(path)
+    module.exit_json(changed=bool(written), written=written, files=len(files), diff=diffs)
+
+
+if __name__ == "__main__":
+    main()
