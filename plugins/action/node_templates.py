@@ -19,7 +19,9 @@ from ansible.template import trust_as_template
 from ansible_collections.gb10.serving.plugins.module_utils._node_write import validate_problems
 
 _FILE = {
-    "src": {"type": "str", "required": True},
+    "src": {"type": "str"},
+    "content": {"type": "str"},
+    "file": {"type": "str"},
     "vars": {"type": "dict", "default": {}},
     "dest": {"type": "str", "required": True},
     "mode": {"type": "str", "required": True},
@@ -27,7 +29,23 @@ _FILE = {
     "group": {"type": "str", "default": "root"},
     "validate": {"type": "str"},
 }
-_ARGUMENT_SPEC = {"files": {"type": "list", "elements": "dict", "required": True, "options": _FILE}}
+_DIRECTORY = {
+    "path": {"type": "str", "required": True},
+    "mode": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+}
+_ARGUMENT_SPEC = {
+    "directories": {"type": "list", "elements": "dict", "default": [], "options": _DIRECTORY},
+    "files": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": _FILE,
+        "mutually_exclusive": [["src", "content", "file"]],
+        "required_one_of": [["src", "content", "file"]],
+    },
+}
 # ansible.builtin.template's defaults: trim_blocks on, lstrip_blocks off, "\n" line ends.
 _OVERRIDES = {"trim_blocks": True, "lstrip_blocks": False, "newline_sequence": "\n"}
 
@@ -77,6 +95,15 @@ class ActionModule(ActionBase):
         )
         return "" if text is None else text
 
+    def _bytes(self, entry, task_vars):
+        """The file's bytes: a template rendered, a file of the role's ``files/`` as it is, or the content given."""
+        if entry["src"] is not None:
+            return self._render(entry, task_vars).encode("utf-8")
+        if entry["file"] is not None:
+            with open(self._find_needle("files", entry["file"]), "rb") as handle:
+                return handle.read()
+        return entry["content"].encode("utf-8")
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -88,13 +115,16 @@ class ActionModule(ActionBase):
         files = []
         for entry in args["files"]:
             try:
-                text = self._render(entry, task_vars)
+                data = self._bytes(entry, task_vars)
             except AnsibleError as exc:
-                return {**result, "failed": True, "msg": f"node_templates: {entry['src']} for {entry['dest']}: {exc}"}
-            content = base64.b64encode(text.encode("utf-8")).decode("ascii")
-            files.append({**{key: entry[key] for key in _FILE if key not in ("src", "vars")}, "content": content})
+                named = entry["src"] or entry["file"]
+                return {**result, "failed": True, "msg": f"node_templates: {named} for {entry['dest']}: {exc}"}
+            kept = {key: entry[key] for key in _FILE if key not in ("src", "vars", "content", "file")}
+            files.append({**kept, "content": base64.b64encode(data).decode("ascii")})
         answer = self._execute_module(
-            module_name="gb10.serving.node_templates", module_args={"files": files}, task_vars=task_vars
+            module_name="gb10.serving.node_templates",
+            module_args={"directories": args["directories"], "files": files},
+            task_vars=task_vars,
         )
         answer.pop("invocation", None)  # the rendered files, base64: noise in -v output
         result.update(answer)

@@ -93,3 +93,19 @@ def validate_problems(entries):
         if validate and validate.count("%s") != 1:
             problems.append(f"validate {validate!r} of {dest} must name the candidate file as %s exactly once")
     return problems
+
+
+def template_each(items, src, dest, mode="0644", validate=None):
+    """gb10.serving.node_templates' files for one template written once per item (what a loop over
+    ansible.builtin.template wrote): ``dest`` a format string of ``{item}``, the template's ``item`` the item."""
+    found = []
+    for item in items:
+        try:
+            path = dest.format(item=item)
+        except (KeyError, IndexError, AttributeError, TypeError) as err:
+            raise ValueError(f"node_template_each: dest {dest!r} does not format with item {item!r}: {err}") from err
+        entry = {"src": src, "dest": path, "mode": mode, "vars": {"item": item}}
+        if validate:
+            entry["validate"] = validate
+        found.append(entry)
+    return found

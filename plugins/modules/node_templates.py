@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_templates
-short_description: Write several templates of a role on a node in one module run
+short_description: Write several templates and files of a role on a node in one module run
 description:
   - Renders every template of O(files) on the controller as M(ansible.builtin.template) does (the role's
     C(templates/), the task's variables, C(ansible_managed), C(trim_blocks)) and compares and writes them all on the
@@ -20,14 +20,45 @@ description:
     that would be written are reported, with their diff in diff mode.
   - Use C(no_log) on the task for files that hold secrets, whose text the diff would show.
 options:
+  directories:
+    description:
+      - Folders made before any file, where missing (with their missing parents, as M(ansible.builtin.file) makes
+        them), and given their owner, group and mode.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The folder (absolute).
+        type: path
+        required: true
+      mode:
+        description: Its mode (octal string).
+        type: str
+        required: true
+      owner:
+        description: Its owner.
+        type: str
+        default: root
+      group:
+        description: Its group.
+        type: str
+        default: root
   files:
     description: The files, in the order they are written.
     type: list
     elements: dict
-    required: true
+    default: []
     suboptions:
       src:
-        description: The template, in the role's C(templates/) (read by the action plugin on the controller).
+        description:
+          - The template, in the role's C(templates/) (read by the action plugin on the controller).
+          - One of O(files[].src), O(files[].file) and O(files[].content).
+        type: str
+      file:
+        description:
+          - A file of the role's C(files/) (or a path on the controller), written as it is (as the C(src) of
+            M(ansible.builtin.copy)).
         type: str
       vars:
         description: Variables for this template only (such as C(item) for a template written once per unit).
@@ -37,7 +68,9 @@ options:
         type: path
         required: true
       content:
-        description: The rendered text, base64 (given by the action plugin, never by hand).
+        description:
+          - The file's text as it is, in place of a template (the action plugin hands the module every file's text
+            this way, base64).
         type: str
       mode:
         description: The file's mode (octal string).
@@ -84,7 +117,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 written:
-  description: The node paths written (in check mode, those that would be), in the order given.
+  description:
+    - The folders made or changed (ending in C(/)), then the files written, in the order given (in check mode,
+      those that would be).
   type: list
   elements: str
   returned: always
@@ -95,6 +130,7 @@ files:
 """
 
 import base64
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -111,6 +147,7 @@ _FILE = {
     "vars": {"type": "dict"},
     "dest": {"type": "path", "required": True},
     "content": {"type": "str"},
+    "file": {"type": "str"},
     "mode": {"type": "str", "required": True},
     "owner": {"type": "str", "default": "root"},
     "group": {"type": "str", "default": "root"},
@@ -118,19 +155,50 @@ _FILE = {
 }
 
 
+_DIRECTORY = {
+    "path": {"type": "path", "required": True},
+    "mode": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+}
+
+
+def _directories(module, directories):
+    """Make each folder missing (its missing parents with it, as ansible.builtin.file does) and set its owner, group
+    and mode; the paths made or changed."""
+    changed = []
+    for entry in directories:
+        path = os.path.normpath(entry["path"])
+        if os.path.isdir(path):
+            if attributes(module, path, entry["mode"], entry["owner"], entry["group"]):
+                changed.append(path + "/")
+            continue
+        changed.append(path + "/")
+        if not module.check_mode:
+            os.makedirs(path)
+            attributes(module, path, entry["mode"], entry["owner"], entry["group"])
+    return changed
+
+
 def main():
     module = AnsibleModule(
-        argument_spec={"files": {"type": "list", "elements": "dict", "required": True, "options": _FILE}},
+        argument_spec={
+            "directories": {"type": "list", "elements": "dict", "default": [], "options": _DIRECTORY},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": _FILE},
+        },
         supports_check_mode=True,
     )
     files = module.params["files"]
     problems = validate_problems(files)
     problems += [
-        f"{entry['dest']}: no content (the action plugin renders it)" for entry in files if not entry["content"]
+        f"{entry['dest']}: no content (the action plugin renders it)" for entry in files if entry["content"] is None
     ]
     if problems:
         module.fail_json(msg="node_templates: " + "; ".join(problems))
-    written, diffs = [], []
+    relative = [entry["path"] for entry in module.params["directories"] if not os.path.isabs(entry["path"])]
+    if relative:
+        module.fail_json(msg=f"node_templates: directories {relative} are not absolute paths")
+    written, diffs = _directories(module, module.params["directories"]), []
     for entry in files:
         path, data = entry["dest"], base64.b64decode(entry["content"])
         before = current(path)

@@ -28,7 +28,9 @@ def _role(tmp_path, tasks):
     role = tmp_path / "roles" / "r"
     (role / "templates").mkdir(parents=True)
     (role / "tasks").mkdir()
+    (role / "files").mkdir()
     (role / "templates" / "a.j2").write_text(TEMPLATE)
+    (role / "files" / "program").write_bytes(b"#!/bin/sh\n{{ not templated }}\n\n")
     (role / "tasks" / "main.yml").write_text(json.dumps(tasks))
     play = [
         {"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"shared": "S"}, "roles": ["r"]}
@@ -61,6 +63,28 @@ def test_renders_the_same_bytes_as_ansible_builtin_template_and_then_changes_not
     written = (tmp_path / "by-node-templates").read_bytes()
     assert written == (tmp_path / "by-template").read_bytes()
     assert written.startswith(b"# Ansible managed\nline 1 of n1\nline 2 of n1\n  indented\n"), written
+    rc, out = run_play(tmp_path, play, "localhost,", env=env)
+    assert rc == 0 and "changed=0" in out, out
+
+
+def test_a_file_of_the_role_lands_byte_for_byte_as_ansible_builtin_copy_writes_it_and_content_as_given(tmp_path):
+    tasks = [
+        {"ansible.builtin.copy": {"src": "program", "dest": str(tmp_path / "by-copy"), "mode": "0755"}},
+        {
+            "gb10.serving.node_templates": {
+                "directories": [{"path": str(tmp_path / "made" / "deep"), "mode": "0700"}],
+                "files": [
+                    {"file": "program", "dest": str(tmp_path / "made" / "deep" / "program"), "mode": "0755"},
+                    {"content": "", "dest": str(tmp_path / "made" / "empty"), "mode": "0600"},
+                ],
+            }
+        },
+    ]
+    play, env = _role(tmp_path, tasks)
+    rc, out = run_play(tmp_path, play, "localhost,", env=env)
+    assert rc == 0, out
+    assert (tmp_path / "made" / "deep" / "program").read_bytes() == (tmp_path / "by-copy").read_bytes()
+    assert (tmp_path / "made" / "empty").read_bytes() == b""
     rc, out = run_play(tmp_path, play, "localhost,", env=env)
     assert rc == 0 and "changed=0" in out, out
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ansible_collections.gb10.serving.plugins.module_utils import _node_files as node_files
+from ansible_collections.gb10.serving.plugins.module_utils import _node_write as node_write
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -51,3 +54,24 @@ def test_missing_parents_come_parents_first_once():
         ["/var/lib/gb10/w/_weights/a.py", "/var/lib/gb10/w/b.py"], existing.__contains__
     )
     assert wanted == ["/var/lib/gb10", "/var/lib/gb10/w", "/var/lib/gb10/w/_weights"]
+
+
+def test_template_each_writes_one_file_an_item_with_the_item_as_the_templates_item():
+    files = node_write.template_each(["vllm", "node"], "targets.yml.j2", "/etc/prometheus/gb10/{item}.yml")
+    assert files == [
+        {"src": "targets.yml.j2", "dest": "/etc/prometheus/gb10/vllm.yml", "mode": "0644", "vars": {"item": "vllm"}},
+        {"src": "targets.yml.j2", "dest": "/etc/prometheus/gb10/node.yml", "mode": "0644", "vars": {"item": "node"}},
+    ]
+    checked = node_write.template_each([{"name": "a"}], "t.j2", "/x/{item[name]}.conf", "0600", "check %s")
+    assert checked[0]["dest"] == "/x/a.conf" and checked[0]["validate"] == "check %s" and checked[0]["mode"] == "0600"
+    with pytest.raises(ValueError, match="does not format with item"):
+        node_write.template_each(["a"], "t.j2", "/x/{item[name]}")
+
+
+def test_the_files_asked_for_are_absolute_each_once_and_a_validate_names_its_candidate():
+    assert node_write.validate_problems([{"dest": "/a", "validate": "check %s"}, {"dest": "/b"}]) == []
+    assert node_write.validate_problems([{"dest": "a"}, {"dest": "/b", "validate": "x"}, {"dest": "/b/"}]) == [
+        "dest 'a' is not an absolute path",
+        "validate 'x' of /b must name the candidate file as %s exactly once",
+        "two files write /b/",
+    ]

@@ -76,3 +76,27 @@ def test_relative_or_repeated_destinations_and_a_validate_without_its_file_are_r
     for said in ("'relative.env' is not an absolute path", "two files write", "must name the candidate file as %s"):
         assert said in result["msg"], result["msg"]
     assert not (tmp_path / "a").exists()
+
+
+def test_folders_are_made_with_their_parents_before_the_files_and_their_mode_kept(tmp_path):
+    folders = [
+        {"path": str(tmp_path / "etc" / "gb10"), "mode": "0700"},
+        {"path": str(tmp_path / "run"), "mode": "0755"},
+    ]
+    files = [_entry(tmp_path / "etc" / "gb10" / "engine.env", b"A=1\n")]
+    check = run_main(module.main, {"directories": folders, "files": files, "_ansible_check_mode": True}, None)
+    assert check["written"] == [
+        f"{tmp_path}/etc/gb10/",
+        f"{tmp_path}/run/",
+        str(tmp_path / "etc" / "gb10" / "engine.env"),
+    ]
+    assert not (tmp_path / "etc").exists()
+    made = run_main(module.main, {"directories": folders, "files": files}, _run_commands)
+    assert made["written"] == check["written"]
+    assert oct(os.stat(tmp_path / "etc" / "gb10").st_mode & 0o777) == "0o700"
+    assert run_main(module.main, {"directories": folders, "files": files}, _run_commands)["changed"] is False
+    os.chmod(tmp_path / "run", 0o777)
+    again = run_main(module.main, {"directories": folders}, _run_commands)
+    assert again["written"] == [f"{tmp_path}/run/"] and oct(os.stat(tmp_path / "run").st_mode & 0o777) == "0o755"
+    relative = run_main(module.main, {"directories": [{"path": "run", "mode": "0755"}]}, None)
+    assert relative["failed"] and "are not absolute paths" in relative["msg"]
