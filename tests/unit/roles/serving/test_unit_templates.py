@@ -111,7 +111,7 @@ def test_role_vars_mount_the_hf_cache_read_only_and_ray_tmp_under_a_root_only_pa
     assert hf["read_only"] is True
     assert variables["_serving_ray_tmp_dir"] == "{{ serving_ray_dir }}/tmp"
     install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
-    dirs = {d["path"]: d["mode"] for d in install[0]["loop"]}
+    dirs = {d["path"]: d["mode"] for d in install[0]["gb10.serving.node_templates"]["directories"]}
     assert dirs["{{ serving_ray_dir }}"] == "0700" and dirs["{{ _serving_ray_tmp_dir }}"] == "0777"
 
 
@@ -129,7 +129,7 @@ def test_the_engines_caches_outlive_the_container_and_their_host_folders_are_mad
         assert mounts[target] == {"source": source, "target": target, "read_only": False}
     assert defaults["serving_vllm_cache_dir"] == "{{ gb10_vllm_cache_dir }}"
     install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
-    made = {d["path"] for d in install[0]["loop"]}
+    made = {d["path"] for d in install[0]["gb10.serving.node_templates"]["directories"]}
     assert {"{{ serving_flashinfer_cache_dir }}", "{{ serving_vllm_cache_dir }}"} <= made
     env = (ROLE / "templates" / "engine.env.j2").read_text()
     assert "_serving_node.container_env | gb10.serving.docker_env_file" in env
@@ -160,9 +160,10 @@ def test_pitfall_secret_in_docker_inspect_every_engine_unit_mounts_the_secrets_a
     assert variables["_serving_secrets_exec_bin"] == SECRETS_EXEC and (ROLE / "files" / "gb10-secrets-exec").is_file()
     install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
     copy = next(
-        t["ansible.builtin.copy"]
+        f
         for t in install
-        if t.get("ansible.builtin.copy", {}).get("src") == "gb10-secrets-exec"
+        for f in t.get("gb10.serving.node_templates", {}).get("files", [])
+        if f.get("file") == "gb10-secrets-exec"
     )
     assert copy["dest"] == "{{ _serving_secrets_exec_bin }}" and copy["mode"] == "0755"
     identity = (ROLE / "tasks" / "flashinfer_identity.yml").read_text()
