@@ -16,32 +16,19 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 
-from ansible_collections.gb10.serving.plugins.module_utils._node_write import validate_problems
+from ansible_collections.gb10.serving.plugins.module_utils._node_write import (
+    DIRECTORY_OPTIONS,
+    FILE_OPTIONS,
+    validate_problems,
+)
 
-_FILE = {
-    "src": {"type": "str"},
-    "content": {"type": "str"},
-    "file": {"type": "str"},
-    "vars": {"type": "dict", "default": {}},
-    "dest": {"type": "str", "required": True},
-    "mode": {"type": "str", "required": True},
-    "owner": {"type": "str", "default": "root"},
-    "group": {"type": "str", "default": "root"},
-    "validate": {"type": "str"},
-}
-_DIRECTORY = {
-    "path": {"type": "str", "required": True},
-    "mode": {"type": "str", "required": True},
-    "owner": {"type": "str", "default": "root"},
-    "group": {"type": "str", "default": "root"},
-}
 _ARGUMENT_SPEC = {
-    "directories": {"type": "list", "elements": "dict", "default": [], "options": _DIRECTORY},
+    "directories": {"type": "list", "elements": "dict", "default": [], "options": DIRECTORY_OPTIONS},
     "files": {
         "type": "list",
         "elements": "dict",
         "default": [],
-        "options": _FILE,
+        "options": FILE_OPTIONS,
         "mutually_exclusive": [["src", "content", "file"]],
         "required_one_of": [["src", "content", "file"]],
     },
@@ -86,7 +73,7 @@ class ActionModule(ActionBase):
         added = template_vars(entry["src"], source, entry["dest"])
         if "ansible_managed" in task_vars:  # as ansible.builtin.template: a site's own ansible_managed is kept
             del added["ansible_managed"]
-        variables = {**task_vars, **added, **entry["vars"]}
+        variables = {**task_vars, **added, **(entry["vars"] or {})}
         templar = self._templar.copy_with_new_env(searchpath=searchpath, available_variables=variables)
         text = templar.template(
             trust_as_template(self._loader.get_text_file_contents(source)),
@@ -119,7 +106,7 @@ class ActionModule(ActionBase):
             except AnsibleError as exc:
                 named = entry["src"] or entry["file"]
                 return {**result, "failed": True, "msg": f"node_templates: {named} for {entry['dest']}: {exc}"}
-            kept = {key: entry[key] for key in _FILE if key not in ("src", "vars", "content", "file")}
+            kept = {key: entry[key] for key in FILE_OPTIONS if key not in ("src", "vars", "content", "file")}
             files.append({**kept, "content": base64.b64encode(data).decode("ascii")})
         answer = self._execute_module(
             module_name="gb10.serving.node_templates",

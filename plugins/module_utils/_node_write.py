@@ -14,6 +14,25 @@ import os
 import shutil
 import tempfile
 
+# gb10.serving.node_templates' options, for its action plugin (on the controller) and its module (on the node).
+FILE_OPTIONS = {
+    "src": {"type": "str"},
+    "vars": {"type": "dict"},
+    "dest": {"type": "path", "required": True},
+    "content": {"type": "str"},
+    "file": {"type": "str"},
+    "mode": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+    "validate": {"type": "str"},
+}
+DIRECTORY_OPTIONS = {
+    "path": {"type": "path", "required": True},
+    "mode": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+}
+
 
 def current(path):
     """The file's bytes, or None where it does not exist."""
@@ -45,6 +64,25 @@ def attributes(module, path, mode, owner, group):
     changed = module.set_owner_if_different(path, owner, False)
     changed = module.set_group_if_different(path, group, changed)
     return module.set_mode_if_different(path, mode, changed)
+
+
+def put(module, path, data, mode, owner, group, diffs, write):
+    """Whether ``path`` changed, or a refusal: where its bytes differ from ``data`` (its diff added to ``diffs`` in
+    diff mode) ``write(module, path, data)`` writes it and returns None or a refusal's text, then its owner, group
+    and mode are set; in check mode only reported. Returns (changed, refusal)."""
+    before = current(path)
+    changed = before != data
+    if changed:
+        if module._diff:
+            diffs.append(diff_of(path, before, data))
+        if not module.check_mode:
+            refused = write(module, path, data)
+            if refused:
+                return changed, refused
+    # in check mode a file not there yet has nothing to compare: its write is the change
+    if not (before is None and module.check_mode) and attributes(module, path, mode, owner, group):
+        changed = True
+    return changed, None
 
 
 def write_beside(module, path, data, prefix):

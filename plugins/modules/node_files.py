@@ -90,7 +90,11 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_files import missing_parents
-from ansible_collections.gb10.serving.plugins.module_utils._node_write import attributes, current, diff_of, write_beside
+from ansible_collections.gb10.serving.plugins.module_utils._node_write import attributes, put, write_beside
+
+
+def _write(module, path, data):
+    write_beside(module, path, data, ".gb10-node-files-")
 
 
 def main():
@@ -124,16 +128,7 @@ def main():
             os.mkdir(folder)
             attributes(module, folder, params["directory_mode"], owner, group)
     for path, data in wanted:
-        before = current(path)
-        changed = before != data
-        if changed:
-            if module._diff:
-                diffs.append(diff_of(path, before, data))
-            if not module.check_mode:
-                write_beside(module, path, data, ".gb10-node-files-")
-        # in check mode a file not there yet has nothing to compare: its write is the change
-        if not (before is None and module.check_mode) and attributes(module, path, params["mode"], owner, group):
-            changed = True
+        changed, _refused = put(module, path, data, params["mode"], owner, group, diffs, _write)
         if changed:
             written.append(path)
     module.exit_json(changed=bool(written), written=written, files=len(wanted), diff=diffs)

@@ -135,32 +135,13 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gb10.serving.plugins.module_utils._node_write import (
+    DIRECTORY_OPTIONS,
+    FILE_OPTIONS,
     attributes,
-    current,
-    diff_of,
+    put,
     validate_problems,
     write_validated,
 )
-
-_FILE = {
-    "src": {"type": "str"},
-    "vars": {"type": "dict"},
-    "dest": {"type": "path", "required": True},
-    "content": {"type": "str"},
-    "file": {"type": "str"},
-    "mode": {"type": "str", "required": True},
-    "owner": {"type": "str", "default": "root"},
-    "group": {"type": "str", "default": "root"},
-    "validate": {"type": "str"},
-}
-
-
-_DIRECTORY = {
-    "path": {"type": "path", "required": True},
-    "mode": {"type": "str", "required": True},
-    "owner": {"type": "str", "default": "root"},
-    "group": {"type": "str", "default": "root"},
-}
 
 
 def _directories(module, directories):
@@ -183,8 +164,8 @@ def _directories(module, directories):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "directories": {"type": "list", "elements": "dict", "default": [], "options": _DIRECTORY},
-            "files": {"type": "list", "elements": "dict", "default": [], "options": _FILE},
+            "directories": {"type": "list", "elements": "dict", "default": [], "options": DIRECTORY_OPTIONS},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": FILE_OPTIONS},
         },
         supports_check_mode=True,
     )
@@ -201,20 +182,13 @@ def main():
     written, diffs = _directories(module, module.params["directories"]), []
     for entry in files:
         path, data = entry["dest"], base64.b64decode(entry["content"])
-        before = current(path)
-        changed = before != data
-        if changed:
-            if module._diff:
-                diffs.append(diff_of(path, before, data))
-            if not module.check_mode:
-                refused = write_validated(module, path, data, entry["validate"])
-                if refused:
-                    module.fail_json(msg=f"node_templates: {refused}", written=written, changed=bool(written))
-        # in check mode a file not there yet has nothing to compare: its write is the change
-        if not (before is None and module.check_mode) and attributes(
-            module, path, entry["mode"], entry["owner"], entry["group"]
-        ):
-            changed = True
+
+        def write(module, path, data, validate=entry["validate"]):
+            return write_validated(module, path, data, validate)
+
+        changed, refused = put(module, path, data, entry["mode"], entry["owner"], entry["group"], diffs, write)
+        if refused:
+            module.fail_json(msg=f"node_templates: {refused}", written=written, changed=bool(written))
         if changed:
             written.append(path)
     module.exit_json(changed=bool(written), written=written, files=len(files), diff=diffs)
