@@ -19,7 +19,9 @@ FILE_OPTIONS = {
     "src": {"type": "str"},
     "vars": {"type": "dict"},
     "dest": {"type": "path", "required": True},
-    "content": {"type": "str"},
+    # no_log: the module logs its arguments to the node's journal ("Invoked with ..."); a rendered file is no secret
+    # (those are written by no_log tasks), but the journal is no place for every file a converge compares.
+    "content": {"type": "str", "no_log": True},
     "file": {"type": "str"},
     "mode": {"type": "str", "required": True},
     "owner": {"type": "str", "default": "root"},

@@ -100,3 +100,10 @@ def test_folders_are_made_with_their_parents_before_the_files_and_their_mode_kep
     assert again["written"] == [f"{tmp_path}/run/"] and oct(os.stat(tmp_path / "run").st_mode & 0o777) == "0o755"
     relative = run_main(module.main, {"directories": [{"path": "run", "mode": "0755"}]}, None)
     assert relative["failed"] and "are not absolute paths" in relative["msg"]
+
+
+def test_the_files_text_is_kept_out_of_the_modules_journal_line():
+    # AnsibleModule logs "Invoked with <arguments>" to the node's journal, masking the values of no_log options
+    from ansible_collections.gb10.serving.plugins.module_utils._node_write import FILE_OPTIONS
+
+    assert FILE_OPTIONS["content"]["no_log"] is True
