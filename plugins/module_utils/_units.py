@@ -143,13 +143,9 @@ def secret_leaks(argv, secrets):
     return problems
 
 
-# The files each kind of unit of the plan is written from (roles/serving/templates), in the order they are written:
-# a warm agent's service before its socket (systemd-analyze refuses a socket whose service it cannot load).
-UNIT_FILE_KINDS = {
-    "units": None,
-    "watchdogs": ("gb10-watchdog", ("service", "timer")),
-    "warm": ("gb10-warm-agent", ("service", "socket")),
-}
+# The kinds of a node's unit files and, for a unit's companions, their parts in the order they are written: a warm
+# agent's service before its socket (systemd-analyze refuses a socket whose service it cannot load).
+UNIT_FILE_KINDS = {"units": (), "watchdogs": ("service", "timer"), "warm": ("service", "socket")}
 
 
 def unit_template_files(units, kind, folder="/etc/systemd/system"):
@@ -160,26 +156,25 @@ def unit_template_files(units, kind, folder="/etc/systemd/system"):
     its unit name."""
     if kind not in UNIT_FILE_KINDS:
         raise ValueError(f"unit_template_files: kind {kind!r} is none of {sorted(UNIT_FILE_KINDS)}")
+
+    def entry(src, name, item):
+        return {
+            "src": src,
+            "dest": f"{folder}/{name}",
+            "mode": "0644",
+            "validate": f"systemd-analyze verify %s:{name}",
+            "vars": {"item": item},
+        }
+
+    if kind == "units":
+        return [entry(unit["template"], unit["unit"], unit) for unit in units]
     found = []
-
-    def add(src, name, item):
-        found.append(
-            {
-                "src": src,
-                "dest": f"{folder}/{name}",
-                "mode": "0644",
-                "validate": f"systemd-analyze verify %s:{name}",
-                "vars": {"item": item},
-            }
-        )
-
     for unit in units:
-        if kind == "units":
-            add(unit["template"], unit["unit"], unit)
-            continue
-        prefix, parts = UNIT_FILE_KINDS[kind]
-        owner = unit.get("watchdog") if kind == "watchdogs" else unit
-        names = (owner or {}).get("warm") if kind == "warm" else owner
-        for part in parts if names else ():
-            add(f"{prefix}.{part}.j2", names[part], [owner, part])
+        if kind == "watchdogs" and unit.get("watchdog"):
+            found += [
+                entry(f"gb10-watchdog.{p}.j2", unit["watchdog"][p], [unit["watchdog"], p])
+                for p in UNIT_FILE_KINDS[kind]
+            ]
+        elif kind == "warm" and unit.get("warm"):
+            found += [entry(f"gb10-warm-agent.{p}.j2", unit["warm"][p], [unit, p]) for p in UNIT_FILE_KINDS[kind]]
     return found
