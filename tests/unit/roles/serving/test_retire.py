@@ -61,8 +61,13 @@ def test_the_role_keeps_no_table_of_units():
         "_serving_node_watchdogs",
         "_serving_watchdog_bin",
         "_serving_watchdog_lib",  # where the watchdog's imported admission rule is installed: a path, no unit
+        # what the handlers and the admission read, each derived from _serving_units (the plan's), no unit named
+        "_serving_watchdog_files",
+        "_serving_units_running_before",
     }
     assert ROLE_VARS["_serving_units"] == "{{ _serving_node.units | default([]) }}"
+    for derived in ("_serving_watchdog_files", "_serving_units_running_before"):
+        assert "_serving_units |" in ROLE_VARS[derived] and "gb10-" not in ROLE_VARS[derived], derived
 
 
 def test_switch_reads_every_unit_that_makes_a_topology_run_from_the_plan():
