@@ -48,6 +48,19 @@ def duplicate_targets(pairs):
     return twice
 
 
+def tree_folders(paths, dest):
+    """The folders strictly below ``dest`` that hold ``paths`` (absolute, below ``dest``), parents first: the folders
+    of the installed tree, which carry its folder mode, owner and group as its files carry theirs."""
+    found = []
+    for path in paths:
+        chain, parent = [], os.path.dirname(path)
+        while parent.startswith(dest + os.sep):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        found += [folder for folder in reversed(chain) if folder not in found]
+    return found
+
+
 def missing_parents(paths, exists):
     """The folders to make, parents first, for ``paths`` (absolute) where ``exists(folder)`` is false."""
     wanted = []

@@ -37,7 +37,10 @@ options:
     type: str
     required: true
   directory_mode:
-    description: The mode of a folder the module makes (octal string); existing folders are left as they are.
+    description:
+      - The mode of a folder the module makes (octal string), and of every folder of the installed tree below
+        O(dest) (a source folder's), which also takes O(owner) and O(group); O(dest) and the folders above it, when
+        they exist, are left as they are.
     type: str
     default: "0755"
   owner:
@@ -89,7 +92,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gb10.serving.plugins.module_utils._node_files import missing_parents
+from ansible_collections.gb10.serving.plugins.module_utils._node_files import missing_parents, tree_folders
 from ansible_collections.gb10.serving.plugins.module_utils._node_write import attributes, put, write_beside
 
 
@@ -122,11 +125,15 @@ def main():
         wanted.append((path, base64.b64decode(entry["content"])))
     owner, group = params["owner"], params["group"]
     written, diffs = [], []
-    for folder in missing_parents([path for path, _data in wanted], os.path.isdir):
+    missing = missing_parents([path for path, _data in wanted], os.path.isdir)
+    for folder in missing:
         written.append(folder + "/")
         if not module.check_mode:
             os.mkdir(folder)
             attributes(module, folder, params["directory_mode"], owner, group)
+    for folder in tree_folders([path for path, _data in wanted], dest):
+        if folder not in missing and attributes(module, folder, params["directory_mode"], owner, group):
+            written.append(folder + "/")
     for path, data in wanted:
         changed, _refused = put(module, path, data, params["mode"], owner, group, diffs, _write)
         if changed:

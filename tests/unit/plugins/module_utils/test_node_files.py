@@ -75,3 +75,11 @@ def test_the_files_asked_for_are_absolute_each_once_and_a_validate_names_its_can
         "validate 'x' of /b must name the candidate file as %s exactly once",
         "two files write /b/",
     ]
+
+
+def test_tree_folders_are_those_below_dest_parents_first():
+    from ansible_collections.gb10.serving.plugins.module_utils._node_files import tree_folders
+
+    paths = ["/s/a.py", "/s/_w/b.py", "/s/_w/sub/c.py", "/s/_w/d.py", "/sx/e.py"]
+    assert tree_folders(paths, "/s") == ["/s/_w", "/s/_w/sub"]
+    assert tree_folders(["/s/a.py"], "/s") == []

@@ -69,3 +69,19 @@ def test_refuses_a_path_outside_its_destination_and_a_src_given_to_the_module(tm
     assert result["failed"] and "is not below" in result["msg"] and not (tmp_path / "escape.py").exists()
     result = run_main(module.main, {**_args(tmp_path, {}), "src": ["x.py"]}, _no_commands)
     assert result["failed"] and "action plugin" in result["msg"]
+
+
+def test_a_folder_of_the_installed_tree_takes_its_mode_again_dest_itself_is_left_alone(tmp_path):
+    dest = tmp_path / "state"
+    run_main(module.main, _args(dest, FILES), _no_commands)
+    os.chmod(dest / "_weights", 0o755)
+    os.chmod(dest, 0o711)
+    checked = run_main(module.main, {**_args(dest, FILES), "_ansible_check_mode": True}, _no_commands)
+    assert checked["changed"] and checked["written"] == [f"{dest}/_weights/"]
+    assert oct(os.stat(dest / "_weights").st_mode & 0o777) == "0o755"
+    result = run_main(module.main, _args(dest, FILES), _no_commands)
+    assert result["written"] == [f"{dest}/_weights/"]
+    assert oct(os.stat(dest / "_weights").st_mode & 0o777) == "0o700"
+    # the caller's folder is the caller's: made where missing, never changed here
+    assert oct(os.stat(dest).st_mode & 0o777) == "0o711"
+    assert run_main(module.main, _args(dest, FILES), _no_commands)["changed"] is False

@@ -35,11 +35,12 @@ def test_the_program_lives_in_its_own_role_only():
 
 
 def test_install_puts_the_script_and_the_whole_package_in_the_callers_folder_in_one_module_run():
-    folder, install = tasks("weights_transfer/tasks/install.yml")
-    assert folder["ansible.builtin.file"]["path"] == "{{ weights_transfer_dest }}/_weights"
+    # the _weights folder too: node_files makes it, or sets its mode, owner and group, with the files
+    (install,) = tasks("weights_transfer/tasks/install.yml")
     run = install["gb10.serving.node_files"]
     assert run["src"] == ["weights_transfer.py", "{{ role_path }}/../../plugins/module_utils/_weights"]
     assert run["dest"] == "{{ weights_transfer_dest }}"
+    assert run["directory_mode"] == run["mode"] == "{{ weights_transfer_mode }}"
     defaults = yaml.safe_load((ROLES / "weights_transfer/defaults/main.yml").read_text())
     assert defaults == {"weights_transfer_mode": "0700"}
 
