@@ -29,15 +29,26 @@ def test_units_and_files_read_from_real_outputs():
 def test_up_is_active_and_enabled_only():
     states = _unit_states.unit_states(_unit_states.parse_units(UNITS), _unit_states.parse_unit_files(FILES))
     up = _unit_states.up(states)
-    for unit in ("earlyoom.service", "gb10-fabric-firewall.service", "haproxy.service", "keepalived.service",
-                 "prometheus.service", "prometheus-node-exporter.service", "gb10-vllm.service"):
+    for unit in (
+        "earlyoom.service",
+        "gb10-fabric-firewall.service",
+        "haproxy.service",
+        "keepalived.service",
+        "prometheus.service",
+        "prometheus-node-exporter.service",
+        "gb10-vllm.service",
+    ):
         assert unit in up, unit
     # active but static (started by its socket): no enable would hold, so not up; inactive units never are
     assert "gb10-warm-agent-replica.service" not in up
     assert "gb10-watchdog-replica.service" not in up and "gb10-vllm-tp.service" not in up
     # a unit file systemd has not loaded: inactive, dead, with its file's state
-    assert states["serial-getty@.service"] == {"load": "", "active": "inactive", "sub": "dead",
-                                               "file_state": "disabled"}
+    assert states["serial-getty@.service"] == {
+        "load": "",
+        "active": "inactive",
+        "sub": "dead",
+        "file_state": "disabled",
+    }
     assert up == sorted(up)
 
 
@@ -61,10 +72,16 @@ def test_the_current_run_of_the_units_asked_for_and_none_for_a_unit_never_starte
         "gb10-vllm-tp.service": "",
         "earlyoom.service": "d41803aa337d40cab0402108265da4f6",
     }
-    states = _unit_states.unit_states(_unit_states.parse_units(UNITS), _unit_states.parse_unit_files(FILES),
-                                      {**invocations, "gb10-none.service": ""})
+    states = _unit_states.unit_states(
+        _unit_states.parse_units(UNITS), _unit_states.parse_unit_files(FILES), {**invocations, "gb10-none.service": ""}
+    )
     assert states["gb10-vllm.service"]["invocation"] == "0aaa7bc87d5848439aef6f1a8c987239"
     assert "invocation" not in states["haproxy.service"]
     # asked for, listed by neither: still answered (inactive, no file, no run)
-    assert states["gb10-none.service"] == {"load": "", "active": "inactive", "sub": "dead", "file_state": "",
-                                           "invocation": ""}
+    assert states["gb10-none.service"] == {
+        "load": "",
+        "active": "inactive",
+        "sub": "dead",
+        "file_state": "",
+        "invocation": "",
+    }

@@ -34,7 +34,10 @@ def _run(answer, **args):
 
 def test_reads_every_unit_in_two_systemctl_calls_and_changes_nothing():
     result, calls = _run(lambda cmd: (0, OUTPUTS[cmd[1]], ""))
-    assert [cmd[:2] for cmd in calls] == [["/usr/bin/systemctl", "list-units"], ["/usr/bin/systemctl", "list-unit-files"]]
+    assert [cmd[:2] for cmd in calls] == [
+        ["/usr/bin/systemctl", "list-units"],
+        ["/usr/bin/systemctl", "list-unit-files"],
+    ]
     assert result["changed"] is False
     facts = result["ansible_facts"]
     assert facts["gb10_units"]["haproxy.service"]["file_state"] == "enabled"
@@ -51,8 +54,14 @@ def test_a_failing_systemctl_fails_the_read_with_its_words():
 
 def test_the_engines_current_run_read_in_a_third_call_where_asked():
     result, calls = _run(lambda cmd: (0, OUTPUTS[cmd[1]], ""), invocations=["gb10-vllm.service"])
-    assert calls[0] == ["/usr/bin/systemctl", "show", "--no-pager", "--property=Id,InvocationID", "--",
-                        "gb10-vllm.service"]
+    assert calls[0] == [
+        "/usr/bin/systemctl",
+        "show",
+        "--no-pager",
+        "--property=Id,InvocationID",
+        "--",
+        "gb10-vllm.service",
+    ]
     assert len(calls) == 3
     units = result["ansible_facts"]["gb10_units"]
     assert units["gb10-vllm.service"]["invocation"] == "0aaa7bc87d5848439aef6f1a8c987239"

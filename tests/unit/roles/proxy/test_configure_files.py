@@ -48,14 +48,27 @@ def test_the_key_file_holds_the_bearer_line_with_a_real_line_break_and_nothing_w
 def test_the_certificate_is_copied_root_only_and_the_ca_for_the_clients_only_where_given():
     assert [f["dest"] for f in _files(SECRETS)] == ["/etc/haproxy/gb10-api-keys"]
     cert = _files(SECRETS, proxy_tls_cert_src="/ctl/proxy.pem")[1]
-    assert cert == {"file": "/ctl/proxy.pem", "dest": "/etc/haproxy/gb10-tls.pem", "owner": "root",
-                    "group": "root", "mode": "0600"}
+    assert cert == {
+        "file": "/ctl/proxy.pem",
+        "dest": "/etc/haproxy/gb10-tls.pem",
+        "owner": "root",
+        "group": "root",
+        "mode": "0600",
+    }
     plain = [f["dest"] for f in _files(FILES)]
-    assert plain == ["/etc/systemd/system/haproxy.service.d/gb10-server-state.conf",
-                     "/etc/haproxy/errors/gb10-503-queue.http", "/etc/haproxy/haproxy.cfg"]
+    assert plain == [
+        "/etc/systemd/system/haproxy.service.d/gb10-server-state.conf",
+        "/etc/haproxy/errors/gb10-503-queue.http",
+        "/etc/haproxy/haproxy.cfg",
+    ]
     tls = _files(FILES, proxy_tls_cert_src="/ctl/proxy.pem", proxy_tls_ca="/ctl/ca.pem")
-    assert tls[1] == {"file": "/ctl/ca.pem", "dest": "/etc/haproxy/gb10-tls-ca.pem", "owner": "root",
-                      "group": "root", "mode": "0644"}
+    assert tls[1] == {
+        "file": "/ctl/ca.pem",
+        "dest": "/etc/haproxy/gb10-tls-ca.pem",
+        "owner": "root",
+        "group": "root",
+        "mode": "0644",
+    }
     # the error page before haproxy.cfg, whose check (validate) reads it
     assert [f["dest"] for f in tls][-2:] == ["/etc/haproxy/errors/gb10-503-queue.http", "/etc/haproxy/haproxy.cfg"]
     assert tls[-1]["validate"] == "haproxy -c -f %s"
@@ -73,8 +86,9 @@ def test_the_certificate_is_copied_root_only_and_the_ca_for_the_clients_only_whe
     ],
 )
 def test_each_handler_runs_for_the_files_it_serves(written, secrets_changed, reload_haproxy, reload_systemd):
-    templar = _templar(__proxy_files={"written": written, "changed": bool(written)},
-                       __proxy_secret_files={"changed": secrets_changed})
+    templar = _templar(
+        __proxy_files={"written": written, "changed": bool(written)}, __proxy_secret_files={"changed": secrets_changed}
+    )
     assert set(FILES["notify"]) == {"Reload haproxy", "Reload systemd for haproxy"}
     assert SECRETS["notify"] == "Reload haproxy"
 

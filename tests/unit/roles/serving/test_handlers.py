@@ -114,8 +114,10 @@ def test_the_watchdog_timers_and_warm_agents_restart_for_their_own_files_only():
     assert "serving_unit_templates('warm')" in role_vars["_serving_warm_files"]
     units = plan["nodes"]["spark-1"]["units"]
     files = {
-        "_serving_watchdog_files": ["/usr/local/libexec/gb10-serving-watchdog",
-                                    "/usr/local/libexec/gb10-serving-lib/_admission.py"]
+        "_serving_watchdog_files": [
+            "/usr/local/libexec/gb10-serving-watchdog",
+            "/usr/local/libexec/gb10-serving-lib/_admission.py",
+        ]
         + [f["dest"] for f in unit_template_files(units, "watchdogs")],
         "_serving_warm_files": ["/usr/local/libexec/gb10-warm-agent"]
         + [f["dest"] for f in unit_template_files([u for u in units if u["warm"]], "warm")],
@@ -125,13 +127,20 @@ def test_the_watchdog_timers_and_warm_agents_restart_for_their_own_files_only():
         assert head == paths[: len(head)], name
 
     def runs(handler, programs=(), units=()):
-        templar = _role_templar(plan, "spark-1", __serving_programs={"written": list(programs)},
-                                __serving_unit_files={"written": list(units)}, **files)
+        templar = _role_templar(
+            plan,
+            "spark-1",
+            __serving_programs={"written": list(programs)},
+            __serving_unit_files={"written": list(units)},
+            **files,
+        )
         return templar.evaluate_conditional(trust_as_template(handler["when"]))
 
     system = "/etc/systemd/system/"
     assert not runs(timers) and not runs(warm)
-    assert not runs(timers, units=[system + "gb10-vllm.service"]) and not runs(warm, units=[system + "gb10-vllm.service"])
+    assert not runs(timers, units=[system + "gb10-vllm.service"]) and not runs(
+        warm, units=[system + "gb10-vllm.service"]
+    )
     assert runs(timers, units=[system + "gb10-watchdog-replica.timer"])
     assert runs(timers, programs=["/usr/local/libexec/gb10-serving-lib/_admission.py"])
     assert not runs(warm, programs=["/usr/local/libexec/gb10-serving-watchdog"])
@@ -146,8 +155,12 @@ def test_the_warm_up_is_for_an_engine_this_run_started_one_found_running_is_its_
 
     def warmed_before(active, before, at_ready, the_plan=plan):
         units = {"gb10-vllm.service": {"active": active, "invocation": before}}
-        templar = _role_templar(the_plan, "spark-1", ansible_facts={"gb10_units": units},
-                                __serving_health={"unit_state": {"InvocationID": at_ready}})
+        templar = _role_templar(
+            the_plan,
+            "spark-1",
+            ansible_facts={"gb10_units": units},
+            __serving_health={"unit_state": {"InvocationID": at_ready}},
+        )
         return templar.template(trust_as_template("{{ _serving_engine_warmed_before }}"))
 
     # found running, the same run at ready: warmed when it started (the watchdog warms it when its marker is missing)
@@ -159,10 +172,13 @@ def test_the_warm_up_is_for_an_engine_this_run_started_one_found_running_is_its_
     templar = _role_templar(plan, "spark-1", __serving_health={"unit_state": {"InvocationID": "run-a"}})
     assert templar.template(trust_as_template("{{ _serving_engine_warmed_before }}")) is False
     # no warm agent (the engine's watchdog has no marker to warm by): every run warms it, as before
-    without_agents = _role_templar(plan, "spark-1", gb10_warm_agent_port=0,
-                                   ansible_facts={"gb10_units": {"gb10-vllm.service": {"active": "active",
-                                                                                        "invocation": "run-a"}}},
-                                   __serving_health={"unit_state": {"InvocationID": "run-a"}})
+    without_agents = _role_templar(
+        plan,
+        "spark-1",
+        gb10_warm_agent_port=0,
+        ansible_facts={"gb10_units": {"gb10-vllm.service": {"active": "active", "invocation": "run-a"}}},
+        __serving_health={"unit_state": {"InvocationID": "run-a"}},
+    )
     assert without_agents.template(trust_as_template("{{ _serving_engine_warmed_before }}")) is False
     service = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
     warmup = next(t for t in service if t.get("ansible.builtin.import_tasks", {}).get("file") == "warmup.yml")
