@@ -46,7 +46,7 @@ def parse_invocations(text):
     ``systemctl show`` (SHOW_INVOCATIONS)."""
     found, unit = {}, None
     for line in text.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         if key == "Id":
             unit = value
             found[unit] = ""
