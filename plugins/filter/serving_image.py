@@ -30,6 +30,10 @@ def serving_image_record_nccl(record, local, identity):
     return _serving_image.record_nccl(record, local, identity)
 
 
+def serving_image_record_gated(record, local, identity, gate):
+    return _serving_image.record_gated(record, local, identity, gate)
+
+
 def serving_image_input_problems(extra_pins, ray_version, index_url=""):
     return _serving_image_inputs.input_problems(ray_version, dict(extra_pins or {}), index_url or "")
 
@@ -39,5 +43,6 @@ class FilterModule:
         return {
             "serving_image_input_problems": serving_image_input_problems,
             "serving_image_nccl_group": serving_image_nccl_group,
+            "serving_image_record_gated": serving_image_record_gated,
             "serving_image_record_nccl": serving_image_record_nccl,
         }

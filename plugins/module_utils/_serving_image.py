@@ -340,6 +340,20 @@ def record_nccl(record, local, identity):
     return nccl
 
 
+def record_gated(record, local, identity, gate):
+    """Whether a node's gated-image record says its gate already passed the very image held under ``local`` now
+    (the record's ``local`` and ``id`` equal, the config digest) with the very inputs ``gate`` (base, critical pins,
+    ray, Python, vLLM release). The gate reads only the image's content and those inputs, so the same Id and the same
+    inputs give the same verdict: a converge with nothing to change skips the gate's throwaway containers
+    (docs/converge-cost.md). A record of another image, one written before records carried ``gate``, or any input
+    changed: gate again."""
+    if not isinstance(record, dict) or not isinstance(identity, dict) or not identity.get("id"):
+        return False
+    if record.get("local") != local or record.get("id") != identity.get("id"):
+        return False
+    return isinstance(gate, dict) and record.get("gate") == gate
+
+
 def nccl_group_problems(records, check, held_only=False):
     """Why a tensor-parallel group may not start on the NCCL its ranks' images load (issue 39 item 4).
 

@@ -152,3 +152,36 @@ def test_pitfall_nccl_builds_differ_recorded_per_node_record_reused_only_for_the
     # a CPU image's record (no NCCL in it) is still a record of what the image loads
     cpu = {"version": None, "sha256": None, "library": None, "source": None}
     assert si.record_nccl(record(nccl_entry=cpu), local, held) == cpu
+
+
+GATE = {
+    "base": "registry:5000/gb10/vllm-standin@sha256:" + "5" * 64,
+    "critical_pins": {"flashinfer-python": "0.6.18"},
+    "ray_version": "2.55.0",
+    "python": "/opt/venv/bin/python",
+    "vllm_version": "0.32.0",
+}
+
+
+def test_gate_skipped_only_for_the_image_held_gated_with_the_same_inputs():
+    """The build node skips the image gate's throwaway containers only where its record says the gate passed the
+    very image it holds under the planned name (local name and Id) with every input the same; any change gates again."""
+    local, held = "gb10/vllm-serving:0123456789abcdef", {"id": "sha256:" + "1" * 64, "layers": ["sha256:" + "3" * 64]}
+    gated = dict(record(), gate=dict(GATE))
+    assert si.record_gated(gated, local, held, GATE) is True
+    # another image under that name, a record of another planned image, no image held, no record
+    assert si.record_gated(gated, local, dict(held, id="sha256:" + "4" * 64), GATE) is False
+    assert si.record_gated(dict(gated, local="gb10/vllm-serving:fedcba9876543210"), local, held, GATE) is False
+    assert si.record_gated(gated, local, None, GATE) is False
+    assert si.record_gated(None, local, held, GATE) is False
+    # a record written before records carried the gate's inputs
+    assert si.record_gated(record(), local, held, GATE) is False
+    # each input changed: a critical pin, ray, the stated vLLM release, the base, the Python
+    for key, value in (
+        ("critical_pins", {"flashinfer-python": "0.6.19"}),
+        ("ray_version", "2.56.0"),
+        ("vllm_version", "0.32.1"),
+        ("base", "registry:5000/gb10/vllm-standin@sha256:" + "6" * 64),
+        ("python", "/usr/bin/python3"),
+    ):
+        assert si.record_gated(gated, local, held, dict(GATE, **{key: value})) is False, key
