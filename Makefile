@@ -235,8 +235,7 @@ package: collections
 # 37:49, test_90 on the real engine 16:05 of it), the other part about 31 minutes of checks (unit 5:11,
 # molecule-others 6:59, integration 12:55), so molecule-default sets the wall time. Each scenario and the integration suite have
 # their own nodes under their own prefix and subnet. sim-real-image (the real vLLM 0.32 CPU engine, which molecule
-# default's prepare starts publishing beside the converge, sim/publish_beside.sh, and test_90's switch to sim-tp
-# serves once that publish ended) is cached by its recipe's stamp: seconds when
+# default's prepare publishes and test_90's switch to sim-tp serves) is cached by its recipe's stamp: seconds when
 # current, ~5 min cold. argv-real (every rendered argv through the real vLLM 0.32
 # parser, issue 16 item 6) builds its 2.5 GB venv once per machine under ~/.cache/gb10-serving: 3-4 min cold, under
 # a minute warm (sim/vllm_catalog/README.md); serve-real serves the sim model with it (~1 min).

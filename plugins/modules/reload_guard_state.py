@@ -23,9 +23,16 @@ options:
     type: str
     required: true
   cgroup_driver:
-    description: The engine's cgroup driver, as docker info reports it.
+    description:
+      - The engine's cgroup driver, as docker info reports it.
+      - One of O(cgroup_driver) and O(docker_socket).
     type: str
-    required: true
+  docker_socket:
+    description:
+      - The engine's socket, asked for its cgroup driver (GET /info, what C(docker info) reads) in this module run,
+        where O(cgroup_driver) is not given. An engine that does not answer fails the task.
+      - One of O(cgroup_driver) and O(docker_socket).
+    type: path
   dev_dir:
     description: Where the device nodes are.
     type: path
@@ -56,7 +63,7 @@ EXAMPLES = r"""
 - name: Is a daemon-reload safe here?
   gb10.serving.reload_guard_state:
     node: "{{ inventory_hostname }}"
-    cgroup_driver: "{{ __docker_info.json.CgroupDriver }}"
+    docker_socket: /var/run/docker.sock
     udev_rule: /etc/udev/rules.d/71-nvidia-dev-char.rules
     create: true
 """
@@ -101,10 +108,12 @@ rule:
   returned: always
 """
 
+import json
 import os
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.gb10.serving.plugins.module_utils import _reload_guard as guard
 
@@ -150,23 +159,40 @@ def _read(path):
         return None
 
 
+def _engine_driver(module, socket_path):
+    """The engine's CgroupDriver from its own API over its socket (GET /info), as ansible.builtin.uri asked it."""
+    try:
+        with open_url("http://localhost/info", unix_socket=socket_path, timeout=30) as answer:
+            return json.loads(answer.read()).get("CgroupDriver") or ""
+    except (OSError, ValueError) as exc:
+        module.fail_json(
+            msg=f"{module.params['node']}: the Docker engine at {socket_path} did not answer GET /info ({exc}): "
+            f"is docker.service running? (systemctl status docker)"
+        )
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "node": {"type": "str", "required": True},
-            "cgroup_driver": {"type": "str", "required": True},
+            "cgroup_driver": {"type": "str"},
+            "docker_socket": {"type": "path"},
             "dev_dir": {"type": "path", "default": "/dev"},
             "udev_rule": {"type": "path", "required": True},
             "nvidia_ctk": {"type": "path", "default": "/usr/bin/nvidia-ctk"},
             "daemon_json": {"type": "path", "default": "/etc/docker/daemon.json"},
             "create": {"type": "bool", "default": False},
         },
+        required_one_of=[["cgroup_driver", "docker_socket"]],
         supports_check_mode=True,
     )
     params = module.params
+    driver = params["cgroup_driver"]
+    if driver is None:
+        driver = _engine_driver(module, params["docker_socket"])
     result = guard.verdict(
         node=params["node"],
-        driver=params["cgroup_driver"],
+        driver=driver,
         devices=_devices(params["dev_dir"]),
         links=_links(params["dev_dir"]),
         rule_text=_read(params["udev_rule"]),

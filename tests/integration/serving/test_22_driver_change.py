@@ -46,7 +46,7 @@ ONLY_C = [
 ]
 # The steps of the driver path, in order, as the run's task names.
 STEPS = (
-    "Pin every package of the set to its exact version",
+    "Pin every package of the set to its exact version and let every node take every phased update at once",
     "Install exactly the pinned kernel, modules and driver versions",
     "Hold every package of the set",
     "Refuse to reboot into a kernel without nvidia.ko",

@@ -177,10 +177,7 @@ def test_switch_to_ray_then_to_mp_on_the_real_engine_a_lost_rank_and_back_under_
     # its idempotence step runs it again and requires changed=0 (here it cost 90 s of make test's budget).
 
     # Ray -> vLLM's own multi-node launch on the REAL engine, under load: a switch between launchers retires the Ray
-    # units (disable --now) before the group starts again, and the fence follows the launcher. molecule default's
-    # prepare pushes the real engine to the registry beside the converge: its end is awaited here (at once where it
-    # ended long ago, or where the simulation was published in the foreground, as make sim does).
-    site.script("sim/publish_beside.sh", "wait")
+    # units (disable --now) before the group starts again, and the fence follows the launcher.
     _switch_under_load(site, MP_PROFILE, ("tensor_parallel", "tensor_parallel", ["spark-1"]), TP_UNITS)
     _units_switched(site, MP_UNITS)
     # vLLM's own launch: the rank runs the same engine headless, and no Ray runs anywhere.

@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib
 import os
+import socketserver
 import stat
+import threading
+from pathlib import Path
 
 import pytest
 from module_harness import run_main
@@ -53,3 +57,54 @@ def test_pitfall_daemon_reload_detaches_gpu_module_reads_devices_and_links(dev, 
 
 def test_pitfall_daemon_reload_detaches_gpu_module_cgroupfs_holds(dev, tmp_path):
     assert _run(dev, tmp_path, cgroup_driver="cgroupfs")["guarded"]
+
+
+INFO = Path(__file__).resolve().parents[2] / "fixtures" / "reload_guard"
+
+
+class _EngineInfo(http.server.BaseHTTPRequestHandler):
+    """Docker's GET /info over its socket, answered with a real engine's answer (Docker 20.10.24, API 1.41)."""
+
+    driver = "systemd"
+
+    def do_GET(self):
+        body = (INFO / f"docker_info_api_20.10.24_{self.driver}_driver.json").read_bytes()
+        self.send_response(200 if self.path == "/info" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        request, _address = super().get_request()
+        return request, ("local", 0)  # http.server logs a (host, port) client address
+
+
+def test_the_cgroup_driver_asked_of_the_engine_over_its_socket_in_the_same_module_run(dev, tmp_path):
+    """One module run where ansible.builtin.uri asked the engine first: GET /info over the engine's unix socket."""
+    socket_path = str(tmp_path / "docker.sock")
+    server = _UnixHTTPServer(socket_path, _EngineInfo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        asked = _run(dev, tmp_path, cgroup_driver=None, docker_socket=socket_path)
+        assert asked["driver"] == "systemd" and not asked["guarded"]
+        _EngineInfo.driver = "cgroupfs"
+        assert _run(dev, tmp_path, cgroup_driver=None, docker_socket=socket_path)["guarded"]
+    finally:
+        _EngineInfo.driver = "systemd"
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_engine_that_does_not_answer_fails_with_the_node_and_the_fix(dev, tmp_path):
+    failed = _run(dev, tmp_path, cgroup_driver=None, docker_socket=str(tmp_path / "no-engine.sock"))
+    assert failed["failed"]
+    assert failed["msg"].startswith(f"spark-1: the Docker engine at {tmp_path}/no-engine.sock did not answer GET /info")
+    assert "systemctl status docker" in failed["msg"]

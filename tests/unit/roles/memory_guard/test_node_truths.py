@@ -49,13 +49,11 @@ def test_pitfall_earlyoom_checked_against_the_intended_swappiness():
 def test_protected_units_scores_are_read_after_their_restart():
     steps = tasks("service.yml")
     flush = named(steps, "Apply pending restarts")
-    score = named(steps, "oom_score_adj from the kernel")
-    assert flush < named(steps, "protected unit's main process") < score < named(steps, "Require the score")
-    assert steps[score]["ansible.builtin.slurp"]["src"] == "/proc/{{ item.status.MainPID }}/oom_score_adj"
-    assert (
-        "memory_guard_oom_protect_required"
-        in steps[named(steps, "Judge each protected")]["ansible.builtin.set_fact"]["__memory_guard_oom"]
-    )
+    read = named(steps, "protected unit's main process runs at the protected score")
+    assert flush < read < named(steps, "Require the score")
+    protection = steps[read]["gb10.serving.oom_protection"]
+    assert protection["units"] == "{{ memory_guard_protected_units }}"
+    assert protection["required"] == "{{ memory_guard_oom_protect_required }}"
 
 
 def test_the_simulation_accepts_unprotected_units_and_says_why():

@@ -18,7 +18,7 @@ ROLE = Path(__file__).resolve().parents[4] / "roles" / "proxy"
 CONFIGURE = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
 HANDLERS = {h["name"]: h for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())}
 SECRETS = next(t for t in CONFIGURE if t["name"].startswith("Write the accepted API key"))
-FILES = next(t for t in CONFIGURE if t["name"].startswith("Write haproxy.service's drop-in"))
+FILES = next(t for t in CONFIGURE if t["name"].startswith("Write the state saver, haproxy.service's drop-in"))
 
 
 def _templar(**given):
@@ -56,13 +56,15 @@ def test_the_certificate_is_copied_root_only_and_the_ca_for_the_clients_only_whe
         "mode": "0600",
     }
     plain = [f["dest"] for f in _files(FILES)]
+    # the state saver first: the drop-in's every start and reload runs it
     assert plain == [
+        "/usr/local/libexec/gb10/haproxy-save-state",
         "/etc/systemd/system/haproxy.service.d/gb10-server-state.conf",
         "/etc/haproxy/errors/gb10-503-queue.http",
         "/etc/haproxy/haproxy.cfg",
     ]
     tls = _files(FILES, proxy_tls_cert_src="/ctl/proxy.pem", proxy_tls_ca="/ctl/ca.pem")
-    assert tls[1] == {
+    assert tls[2] == {
         "file": "/ctl/ca.pem",
         "dest": "/etc/haproxy/gb10-tls-ca.pem",
         "owner": "root",
@@ -82,6 +84,7 @@ def test_the_certificate_is_copied_root_only_and_the_ca_for_the_clients_only_whe
         (["/etc/haproxy/errors/gb10-503-queue.http"], False, True, False),
         ([], True, True, False),
         (["/etc/haproxy/gb10-tls-ca.pem"], False, False, False),
+        (["/usr/local/libexec/gb10/", "/usr/local/libexec/gb10/haproxy-save-state"], False, False, False),
         (["/etc/systemd/system/haproxy.service.d/gb10-server-state.conf"], False, False, True),
     ],
 )
