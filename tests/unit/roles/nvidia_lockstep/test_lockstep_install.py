@@ -57,7 +57,9 @@ def test_pitfall_lockstep_pin_install_hold_with_a_rescue_that_puts_the_old_pins_
     assert steps == ["ansible.builtin.import_tasks", "ansible.builtin.apt", "gb10.serving.package_holds"]
     assert block["block"][0]["ansible.builtin.import_tasks"] == "configure.yml"
     configure = _tasks("configure.yml")
-    assert configure[0]["gb10.serving.node_templates"]["files"][0]["src"] == "nvidia-lockstep.pref.j2"
+    # the pins first, in the same node_templates run as the phasing setting
+    files = configure[0]["gb10.serving.node_templates"]["files"]
+    assert files.index("'nvidia-lockstep.pref.j2'") < files.index("'nvidia-lockstep-phasing.conf.j2'")
     rescue = [_module(t) for t in block["rescue"]]
     assert rescue == ["ansible.builtin.copy", "ansible.builtin.file", "ansible.builtin.command", "ansible.builtin.fail"]
     restore = block["rescue"][2]["ansible.builtin.command"]
