@@ -108,12 +108,13 @@ rule:
   returned: always
 """
 
+import http.client
 import json
 import os
+import socket
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
 from ansible_collections.gb10.serving.plugins.module_utils import _reload_guard as guard
 
@@ -159,16 +160,38 @@ def _read(path):
         return None
 
 
+class _EngineConnection(http.client.HTTPConnection):
+    """HTTP over the engine's unix socket. Not ansible.module_utils.urls.open_url(unix_socket=...): its Request.open
+    installs its opener process-wide (urllib.request.install_opener), so every later urlopen of the process goes to
+    that socket (a module imported into a test process broke that process's other HTTP clients)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
 def _engine_driver(module, socket_path):
     """The engine's CgroupDriver from its own API over its socket (GET /info), as ansible.builtin.uri asked it."""
+    connection = _EngineConnection(socket_path, 30)
     try:
-        with open_url("http://localhost/info", unix_socket=socket_path, timeout=30) as answer:
-            return json.loads(answer.read()).get("CgroupDriver") or ""
-    except (OSError, ValueError) as exc:
+        connection.request("GET", "/info")
+        answer = connection.getresponse()
+        body = answer.read()
+        if answer.status != 200:
+            raise OSError(f"HTTP {answer.status}: {body[:200]!r}")
+        return json.loads(body).get("CgroupDriver") or ""
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         module.fail_json(
             msg=f"{module.params['node']}: the Docker engine at {socket_path} did not answer GET /info ({exc}): "
             f"is docker.service running? (systemctl status docker)"
         )
+    finally:
+        connection.close()
 
 
 def main():

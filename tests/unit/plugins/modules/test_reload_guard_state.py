@@ -10,6 +10,7 @@ import os
 import socketserver
 import stat
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,11 @@ def test_an_engine_that_does_not_answer_fails_with_the_node_and_the_fix(dev, tmp
     assert failed["failed"]
     assert failed["msg"].startswith(f"spark-1: the Docker engine at {tmp_path}/no-engine.sock did not answer GET /info")
     assert "systemctl status docker" in failed["msg"]
+
+
+def test_asking_the_engine_leaves_the_process_urllib_alone(dev, tmp_path):
+    """The engine is asked over its own connection: nothing process-wide changes (ansible's open_url with unix_socket
+    installs its opener for every later urlopen of the process)."""
+    before = urllib.request._opener  # the process-wide opener urlopen uses
+    _run(dev, tmp_path, cgroup_driver=None, docker_socket=str(tmp_path / "no-engine.sock"))
+    assert urllib.request._opener is before
