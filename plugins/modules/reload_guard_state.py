@@ -162,8 +162,8 @@ def _read(path):
 
 class _EngineConnection(http.client.HTTPConnection):
     """HTTP over the engine's unix socket. Not ansible.module_utils.urls.open_url(unix_socket=...): its Request.open
-    installs its opener process-wide (urllib.request.install_opener), so every later urlopen of the process goes to
-    that socket (a module imported into a test process broke that process's other HTTP clients)."""
+    installs its opener process-wide (urllib.request.install_opener), so every later urllib request of the process
+    goes to that socket (a module imported into a test process broke that process's other HTTP clients)."""
 
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
