@@ -332,12 +332,16 @@ def record_nccl(record, local, identity):
     and the image is read again (image_nccl). The NCCL is part of the image's content (its files and, for
     VLLM_NCCL_SO_PATH, its config), so one Id loads one NCCL; a record of another image, or one written before
     records carried ``nccl``, says nothing of this one."""
+    if not _record_of(record, local, identity) or not isinstance(record.get("nccl"), dict):
+        return None
+    return record["nccl"]
+
+
+def _record_of(record, local, identity):
+    """Whether a gated-image record is of the very image held under ``local`` now (its ``local`` and ``id`` equal)."""
     if not isinstance(record, dict) or not isinstance(identity, dict) or not identity.get("id"):
-        return None
-    nccl = record.get("nccl")
-    if record.get("local") != local or record.get("id") != identity.get("id") or not isinstance(nccl, dict):
-        return None
-    return nccl
+        return False
+    return record.get("local") == local and record.get("id") == identity.get("id")
 
 
 def record_gated(record, local, identity, gate):
@@ -347,11 +351,7 @@ def record_gated(record, local, identity, gate):
     inputs give the same verdict: a converge with nothing to change skips the gate's throwaway containers
     (docs/converge-cost.md). A record of another image, one written before records carried ``gate``, or any input
     changed: gate again."""
-    if not isinstance(record, dict) or not isinstance(identity, dict) or not identity.get("id"):
-        return False
-    if record.get("local") != local or record.get("id") != identity.get("id"):
-        return False
-    return isinstance(gate, dict) and record.get("gate") == gate
+    return _record_of(record, local, identity) and isinstance(gate, dict) and record.get("gate") == gate
 
 
 def nccl_group_problems(records, check, held_only=False):
