@@ -395,6 +395,12 @@ def _derive_node(ctx, host):
                 "GLOO_SOCKET_IFNAME": str(ifname),
             }
         )
+    else:
+        # A replica is a world of one, yet vLLM's worker makes its torch.distributed gloo groups all the same, and gloo
+        # binds each group's listener to the address the host name resolves to: a node whose name resolves to its LAN
+        # address then listens on 15 ephemeral ports a replica that no fence names (measured: vLLM 0.32.0, the
+        # VLLM::Worker process; vLLM's security guide, "Notes on PyTorch Distributed"). Loopback is all it needs.
+        env["GLOO_SOCKET_IFNAME"] = "lo"
     if uses_ray(ctx):
         env.update(
             {

@@ -51,6 +51,14 @@ def test_clean_replicas_profile_has_no_violations():
     assert all(entry["role"] == "replica" and entry["ray_start"] == [] for entry in result["nodes"].values())
 
 
+def test_replica_gloo_listeners_stay_on_loopback():
+    # A replica's vLLM worker makes gloo groups, whose listeners otherwise take the address the host name resolves to
+    # (measured on the simulation: 15 ports of VLLM::Worker on the node's LAN address, open to a third host).
+    assert {entry["env"]["GLOO_SOCKET_IFNAME"] for entry in run(replicas())["nodes"].values()} == {"lo"}
+    # tensor parallel ranks keep the fabric interface their group talks over
+    assert {entry["env"]["GLOO_SOCKET_IFNAME"] for entry in run(tp())["nodes"].values()} != {"lo"}
+
+
 def test_plan_names_who_serves_and_the_tool_call_parser_so_no_playbook_parses_argv_back():
     result = run(tp())
     head, worker = result["nodes"]["spark-a"], result["nodes"]["spark-b"]
