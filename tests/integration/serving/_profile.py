@@ -17,6 +17,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 GROUP_VARS = REPO / "inventories" / "sim" / "group_vars" / "all"
 PROFILE = os.environ.get("GB10_IT_PROFILE", "sim-replicas")
+# The profile the site served when the suite found it (GB10_IT_CONVERGED_PROFILE, default PROFILE). make test's
+# molecule default converges sim-real, the real engine: the modules marked `converged_site` run on it first, then the
+# site is moved to PROFILE once for the others (conftest.py).
+CONVERGED_PROFILE = os.environ.get("GB10_IT_CONVERGED_PROFILE", PROFILE)
 REAL_ENGINE = PROFILE in yaml.safe_load((GROUP_VARS / "serving.yml").read_text())["gb10_sim_real_engine_profiles"]
 ENGINE_DIR = "vllm_cpu" if REAL_ENGINE else "standin"
 TOOLCALL_CASES = REPO / "sim" / ENGINE_DIR / "toolcall_cases.yml"

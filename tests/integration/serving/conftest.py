@@ -8,6 +8,12 @@ ladder, the floating proxy), so it needs the whole chain converged: that costs m
 suite against the scenario's nodes with GB10_IT_SIM_REUSE=1. Run alone (`make test-serving`), the fixture brings its
 own simulation up under SIM_PREFIX (default gb10-it), converges site.yml, and tears it down at the end unless
 GB10_IT_KEEP=1. Every module leaves the site as it found it: replicas topology, every replica serving and READY.
+
+Two engines, one converge (issue 36): the site may have been converged with another profile than the suite's
+(GB10_IT_CONVERGED_PROFILE; make test converges sim-real, the real vLLM engine, and the suite's changes serve
+sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` change no engine and
+run first, on the site as converged; before the first other module the site is moved to the suite's profile once
+(tests/integration/serving/serving_apply.yml with the image), and every later module runs on that.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from pathlib import Path
 import ansible_runner
 import pytest
 from _api import api_headers
-from _profile import PROFILE, TOOLCALL_CASES
+from _profile import CONVERGED_PROFILE, PROFILE, TOOLCALL_CASES
 
 REPO = Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "inventories" / "sim"
@@ -119,6 +125,8 @@ class ServedSim:
     # ansible-runner's private data dirs (events are read from them lazily); removed when the session ends.
     scratch: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gb10-it-"))
     slowest: list = field(default_factory=list)
+    # The profile the site serves now: what it was converged with until serve_suite_profile() moves it.
+    profile: str = CONVERGED_PROFILE
 
     @property
     def prefix(self):
@@ -175,14 +183,14 @@ class ServedSim:
         return done.stdout
 
     def playbook(self, path, extravars=None, limit=None, check=True, tags=None, cmdline=None):
-        """Run a playbook of the checkout on the simulation with ansible-runner (the suite's profile: _profile.py).
+        """Run a playbook of the checkout on the simulation with ansible-runner (the profile the site serves now).
 
         cmdline: more ansible-playbook options, e.g. "--check --diff" (test_29_check_mode).
         """
         playbook = Path(path)
         if not playbook.is_absolute():
             playbook = self.repo / playbook
-        variables = {"serving_profile": PROFILE, **(extravars or {})}
+        variables = {"serving_profile": self.profile, **(extravars or {})}
         private = tempfile.mkdtemp(prefix="runner-", dir=self.scratch)
         started = time.monotonic()
         runner = ansible_runner.run(
@@ -276,6 +284,24 @@ class ServedSim:
             states = str(exc)
         pytest.fail(f"the site is not serving as expected: replica /health {health}, proxy (op, admin) {states}")
 
+    def serve_suite_profile(self):
+        """Move the site to the suite's profile where it serves another (once a session; a no-op after).
+
+        The serving plan, image and FlashInfer module, units and proxy of PROFILE (serving_apply.yml with the image,
+        as a test that comes back from another image does): each replica restarts on the suite's engine.
+        """
+        if self.profile == PROFILE:
+            return
+        started = time.monotonic()
+        self.playbook(
+            "tests/integration/serving/serving_apply.yml", {"serving_profile": PROFILE, "serving_apply_image": True}
+        )
+        self.profile = PROFILE
+        self.wait_all_ready()
+        print(
+            f"\nthe site moved from {CONVERGED_PROFILE} to the suite's {PROFILE} in {time.monotonic() - started:.0f} s"
+        )
+
     def chat(self, content="hello", max_tokens=8, url=None, timeout=120):
         body = json.dumps(
             {"model": "tiny-moe", "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
@@ -325,3 +351,31 @@ def served_sim():
             if seconds >= 60:
                 shown = "; ".join(f"{took:.0f} s {host}: {task}" for took, host, task in tasks)
                 print(f"  slowest tasks of {name} ({seconds:.0f} s): {shown}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "converged_site: the module changes no engine; it runs first, on the site as converged (issue 36)"
+    )
+
+
+def _on_converged_site(item):
+    return item.get_closest_marker("converged_site") is not None
+
+
+def pytest_collection_modifyitems(items):
+    """The modules marked converged_site first (in name order), then the rest in name order: one move of the site."""
+    here = Path(__file__).parent
+    mine = [item for item in items if Path(str(item.path)).parent == here]
+    others = [item for item in items if Path(str(item.path)).parent != here]
+    items[:] = others + sorted(mine, key=lambda item: not _on_converged_site(item))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _site_on_the_suite_profile(request):
+    """Before a module not marked converged_site: the site on the suite's profile (ServedSim.serve_suite_profile)."""
+    if (
+        Path(str(request.path)).parent == Path(__file__).parent
+        and request.node.get_closest_marker("converged_site") is None
+    ):
+        request.getfixturevalue("served_sim").serve_suite_profile()

@@ -6,6 +6,11 @@ and a model revision the hub does not have is refused once, naming both nodes' p
 
 from __future__ import annotations
 
+import pytest
+
+# Changes no engine: runs on the site as converged, the real engine in make test (conftest.py).
+pytestmark = pytest.mark.converged_site
+
 UNKNOWN_REVISION = "f" * 40
 # SIGKILL above SIGTERM: earlyoom would kill before it ever asks (roles/memory_guard), on spark-2 only. Extra vars
 # are templated per host, which makes a per-node value without another inventory.

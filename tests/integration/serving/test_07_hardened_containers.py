@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+# Changes no engine: runs on the site as converged, the real engine in make test (conftest.py).
+pytestmark = pytest.mark.converged_site
+
 NODES = ("spark-1", "spark-2")
 HF_CACHE = "/root/.cache/huggingface"
 SHM_8G = 8 * 1024**3

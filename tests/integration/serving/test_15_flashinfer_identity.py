@@ -13,6 +13,11 @@ which stops at the refusal, so nothing needs restoring.
 
 from __future__ import annotations
 
+import pytest
+
+# Changes no engine: runs on the site as converged, the real engine in make test (conftest.py).
+pytestmark = pytest.mark.converged_site
+
 NODES = ("spark-1", "spark-2")
 APPLY = "tests/integration/serving/serving_apply.yml"
 REBUILT = "tests/integration/serving/flashinfer_rebuilt.yml"

@@ -20,10 +20,14 @@ import time
 import urllib.parse
 import urllib.request
 
+import pytest
 import yaml
 from _api import API_KEY, replica_counter
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
+
+# Changes no engine: runs on the site as converged, the real engine in make test (conftest.py).
+pytestmark = pytest.mark.converged_site
 
 NODES = ("spark-1", "spark-2")
 TOKENS = "vllm:generation_tokens_total"

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from _api import api_headers
 from _third_party import connect_from_third_container
+
+# Changes no engine: runs on the site as converged, the real engine in make test (conftest.py), whose listeners and
+# /invocations are vLLM's own.
+pytestmark = pytest.mark.converged_site
 
 NODES = ("spark-1", "spark-2")
 CLIENT_PORT, SSHD = 8080, 22
