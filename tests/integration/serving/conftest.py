@@ -7,13 +7,15 @@ ladder, the floating proxy), so it needs the whole chain converged: that costs m
 `make test` the molecule default scenario has already converged and proven the site idempotent; its verify runs this
 suite against the scenario's nodes with GB10_IT_SIM_REUSE=1. Run alone (`make test-serving`), the fixture brings its
 own simulation up under SIM_PREFIX (default gb10-it), converges site.yml, and tears it down at the end unless
-GB10_IT_KEEP=1. Every module leaves the site as it found it: replicas topology, every replica serving and READY.
+GB10_IT_KEEP=1.
 
 Two engines, one converge (issue 36): the site may have been converged with another profile than the suite's
 (GB10_IT_CONVERGED_PROFILE; make test converges sim-real, the real vLLM engine, and the suite's changes serve
 sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` change no engine and
-run first, on the site as converged; before the first other module the site is moved to the suite's profile once
-(tests/integration/serving/serving_apply.yml with the image), and every later module runs on that.
+run first, on the site as converged. A module marked `moves_to_suite_profile` runs next: it starts from the site as
+converged and leaves it on the suite's profile (test_90: its switch back to replicas). Every other module runs on
+the suite's profile, the site moved there once if no module did (tests/integration/serving/serving_apply.yml with
+the image). Every module leaves the site in replicas, every replica serving and READY.
 """
 
 from __future__ import annotations
@@ -357,25 +359,41 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "converged_site: the module changes no engine; it runs first, on the site as converged (issue 36)"
     )
+    config.addinivalue_line(
+        "markers",
+        "moves_to_suite_profile: the module starts from the site as converged and leaves it on the suite's profile "
+        "(its last change serves that profile); it runs right after the converged_site modules",
+    )
 
 
-def _on_converged_site(item):
-    return item.get_closest_marker("converged_site") is not None
+def _mine(path):
+    return Path(str(path)).parent == Path(__file__).parent
+
+
+def _phase(node):
+    """0: on the site as converged; 1: moves it to the suite's profile; 2: on the suite's profile."""
+    if node.get_closest_marker("converged_site") is not None:
+        return 0
+    return 1 if node.get_closest_marker("moves_to_suite_profile") is not None else 2
 
 
 def pytest_collection_modifyitems(items):
-    """The modules marked converged_site first (in name order), then the rest in name order: one move of the site."""
-    here = Path(__file__).parent
-    mine = [item for item in items if Path(str(item.path)).parent == here]
-    others = [item for item in items if Path(str(item.path)).parent != here]
-    items[:] = others + sorted(mine, key=lambda item: not _on_converged_site(item))
+    """This folder's modules by phase, each phase in name order: the site changes engine once."""
+    mine = [item for item in items if _mine(item.path)]
+    items[:] = [item for item in items if not _mine(item.path)] + sorted(mine, key=_phase)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _site_on_the_suite_profile(request):
-    """Before a module not marked converged_site: the site on the suite's profile (ServedSim.serve_suite_profile)."""
-    if (
-        Path(str(request.path)).parent == Path(__file__).parent
-        and request.node.get_closest_marker("converged_site") is None
-    ):
-        request.getfixturevalue("served_sim").serve_suite_profile()
+    """The site on the suite's profile before a phase 2 module (ServedSim.serve_suite_profile: a no-op once there);
+    after a phase 1 module, the site is known to serve it (the module's own restore ends there when it fails)."""
+    if not _mine(request.path):
+        yield
+        return
+    sim = request.getfixturevalue("served_sim")
+    phase = _phase(request.node)
+    if phase == 2:
+        sim.serve_suite_profile()
+    yield
+    if phase == 1:
+        sim.profile = PROFILE

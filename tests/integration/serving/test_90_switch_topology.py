@@ -7,8 +7,11 @@ platform refuses Ray: "current platform cpu does not support ray", sim/README.md
 refused. Then, under load, Ray -> vLLM's own multi-node launch (sim-tp: the REAL vLLM 0.32 CPU engine, head on spark-1
 serving, spark-2 --headless, no Ray): the group's ports fenced to its ranks; a killed headless rank brings the group
 back by itself (its watchdogs and systemd, no Ansible); then back to replicas under load. Each switch under load: 0
-failed requests from the first healthy backend on, the time with no healthy backend printed. Runs last and leaves
-the site in replicas with both replicas READY, even when it fails.
+failed requests from the first healthy backend on, the time with no healthy backend printed. It leaves the site in
+replicas of the suite's profile with both replicas READY, even when it fails, so it runs right after the modules on
+the site as converged (make test: the real engine's replicas, which its first switch retires): its way back to
+replicas is the suite's one move to its own profile (conftest.py), and the nodes already hold the real engine's
+image its mp leg serves.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from _third_party import connect_from_third_container
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
 from ansible_collections.gb10.serving.plugins.module_utils._plan import mp as _mp
 from ansible_collections.gb10.serving.plugins.module_utils._plan import ray as _ray
+
+pytestmark = pytest.mark.moves_to_suite_profile
 
 SWITCH = "playbooks/switch_topology.yml"
 NODES = ("spark-1", "spark-2")

@@ -97,6 +97,9 @@ def test_floating_address_moves_when_its_node_is_killed_under_load(served_sim):
     assert len(before) == 1, f"{address} must be held by exactly one node, is held by {before or 'none'}"
     victim = before[0]
     survivor = next(node for node in NODES if node != victim)
+    # The fence must come back with the node: a boot-order cycle once left a restarted node with no table at all
+    # (roles/fabric_firewall's unit, DefaultDependencies=no). test_98 runs on the site as converged, before this.
+    fence = sim.exec(victim, "nft", "list", "table", "inet", "gb10_fabric").stdout
     reply = sim.chat("hello through the floating address", url=url)
     assert reply["choices"], reply
 
@@ -186,4 +189,6 @@ def test_floating_address_moves_when_its_node_is_killed_under_load(served_sim):
             now = holders(sim, address)
             print(f"  {victim} served and READY again {took:.0f} s after docker start; {address} held by {now}")
             assert len(now) == 1, f"after {victim} returned, {address} is held by {now or 'none'}"
+            again = sim.exec(victim, "nft", "list", "table", "inet", "gb10_fabric", check=False)
+            assert again.stdout == fence, f"{victim} came back with another fence: {again.stdout}{again.stderr}"
             assert sim.chat("hello after the failover", url=url)["choices"]
