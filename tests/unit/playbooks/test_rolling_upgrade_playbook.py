@@ -278,7 +278,7 @@ def test_pitfall_disk_fills_free_space_is_checked_on_every_node_before_any_chang
     # or built since may have taken the room): every container the role starts gets the reserve.
     role_vars = yaml.safe_load((ROLES / "model_weights/vars/main.yml").read_text())
     assert "--reserve-gib={{ model_weights_disk_reserve_gib }}" in role_vars["_model_weights_container_args"]
-    fetch = (ROLES / "model_weights/tasks/fetch.yml").read_text()
+    fetch = (ROLES / "model_weights/tasks/transfer.yml").read_text()
     assert fetch.count("_model_weights_container_args") == 3  # fetch, serve, receive
 
 

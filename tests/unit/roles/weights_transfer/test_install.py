@@ -54,7 +54,7 @@ def test_each_caller_includes_it_with_the_folder_its_containers_mount():
     assert jit["vars"] == {"weights_transfer_dest": "{{ flashinfer_jit_share_state_dir }}"}
     assert jit["when"] == "flashinfer_jit_share | bool"
     # The containers run it from the folder they mount, as before.
-    assert "/gb10-weights/weights_transfer.py" in (ROLES / "model_weights/tasks/fetch.yml").read_text()
+    assert "/gb10-weights/weights_transfer.py" in (ROLES / "model_weights/tasks/transfer.yml").read_text()
     assert (
         "_flashinfer_jit_share_mount ~ '/weights_transfer.py'"
         in (ROLES / "flashinfer_jit/tasks/receive.yml").read_text()
