@@ -12,7 +12,10 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gb10.serving.plugins.module_utils import _answer_check, _drain
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_answer_check = module_utils("_answer_check")
+_drain = module_utils("_drain")
 
 
 def drain_verdict(servers, views, force=False):

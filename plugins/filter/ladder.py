@@ -9,8 +9,10 @@ DOCUMENTATION here for every filter of the file, so this file holds none.
 
 from __future__ import annotations
 
-from ansible_collections.gb10.serving.plugins.module_utils._ladder import recall_prompt as _recall_prompt
-from ansible_collections.gb10.serving.plugins.module_utils._status import meminfo_mib
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_ladder = module_utils("_ladder")
+_status = module_utils("_status")
 
 
 def _lines(result):
@@ -23,7 +25,7 @@ def ladder_observations(host_vars):
     baseline = host_vars.get("__context_ladder_baseline")
     return {
         "mem_available_mib": [
-            meminfo_mib(text)["mem_available_mib"] for text in host_vars.get("__context_ladder_mem") or []
+            _status.meminfo_mib(text)["mem_available_mib"] for text in host_vars.get("__context_ladder_mem") or []
         ],
         "earlyoom_lines": _lines(host_vars.get("__context_ladder_earlyoom")),
         "kernel_lines": _lines(host_vars.get("__context_ladder_kernel")),
@@ -33,7 +35,7 @@ def ladder_observations(host_vars):
 
 
 def recall_prompt(tokens, needle, reserve_tokens=1024):
-    return _recall_prompt(int(tokens), str(needle), int(reserve_tokens))
+    return _ladder.recall_prompt(int(tokens), str(needle), int(reserve_tokens))
 
 
 class FilterModule:

@@ -9,12 +9,14 @@ DOCUMENTATION here for every filter of the file, so this file holds none.
 
 from __future__ import annotations
 
-from ansible_collections.gb10.serving.plugins.module_utils._plan.rules_api import affinity_problems, affinity_settings
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_rules_api = module_utils("_plan.rules_api")
 
 
 def proxy_affinity_problems(variables):
-    settings = affinity_settings(dict(variables or {}), {})
-    return [message for _variable, _value, message in affinity_problems(settings)]
+    settings = _rules_api.affinity_settings(dict(variables or {}), {})
+    return [message for _variable, _value, message in _rules_api.affinity_problems(settings)]
 
 
 class FilterModule:

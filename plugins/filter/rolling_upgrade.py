@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.module_utils import _rolling_upgrade
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_rolling_upgrade = module_utils("_rolling_upgrade")
 
 
 def vllm_in_flight(text):

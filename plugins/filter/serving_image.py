@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from ansible_collections.gb10.serving.plugins.module_utils import _serving_image, _serving_image_inputs
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_serving_image = module_utils("_serving_image")
+_serving_image_inputs = module_utils("_serving_image_inputs")
 
 
 def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl", held_only=False):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gb10.serving.plugins.module_utils import _units
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_units = module_utils("_units")
 
 
 def _wrap(func, *args, **kwargs):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gb10.serving.plugins.module_utils import _toolcall_eval
+from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
+
+_toolcall_eval = module_utils("_toolcall_eval")
 
 
 def toolcall_request(case, model, stream=False, max_tokens=512):
