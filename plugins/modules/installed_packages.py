@@ -21,6 +21,8 @@ description:
     result is not. It also needs no C(python3-apt), which C(package_facts) with C(manager=apt) does, and reads
     faster than python-apt's cache opens (docs/converge-cost.md).
   - Reads only; changes nothing.
+extends_documentation_fragment:
+  - gb10.serving.read_only
 author:
   - gb10.serving maintainers (!UNKNOWN)
 options:
@@ -29,13 +31,6 @@ options:
     type: path
     default: /var/lib/dpkg
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: It reads the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
   platform:
     description: Target OS/families that can be operated against.
     support: full
