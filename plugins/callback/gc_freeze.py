@@ -27,6 +27,12 @@ requirements:
   - enable in configuration (C(callbacks_enabled))
 """
 
+EXAMPLES = r"""
+example: >-
+  Enabled in ansible.cfg, not called from a task (it returns nothing); in its [defaults] section:
+  callbacks_enabled = gb10.serving.gc_freeze
+"""
+
 import gc
 
 from ansible.plugins.callback import CallbackBase

@@ -159,6 +159,11 @@ def test_ansible_doc_reads_the_plugin(plugin_type, fqcn):
 
     examples = entry.get("examples")
     assert isinstance(examples, str) and examples.strip(), f"{fqcn} has no EXAMPLES"
+    if plugin_type == "callback":
+        # Enabled in ansible.cfg, not called from a task, and it returns nothing: its example is the setting
+        # (ansible.posix.profile_tasks' shape), and it has no RETURN.
+        assert f"callbacks_enabled = {fqcn}" in examples, f"{fqcn}: EXAMPLES does not show how to enable it"
+        return
     tasks = yaml.safe_load(examples)
     assert isinstance(tasks, list) and tasks, f"{fqcn}: EXAMPLES is not a list of tasks"
     assert all(isinstance(task, dict) and task.get("name") for task in tasks), f"{fqcn}: an example task has no name"
