@@ -21,13 +21,29 @@ PROFILE = os.environ.get("GB10_IT_PROFILE", "sim-replicas")
 # molecule default converges sim-real, the real engine: the modules marked `converged_site` run on it first, then the
 # site is moved to PROFILE once for the others (conftest.py).
 CONVERGED_PROFILE = os.environ.get("GB10_IT_CONVERGED_PROFILE", PROFILE)
-REAL_ENGINE = PROFILE in yaml.safe_load((GROUP_VARS / "serving.yml").read_text())["gb10_sim_real_engine_profiles"]
-ENGINE_DIR = "vllm_cpu" if REAL_ENGINE else "standin"
-TOOLCALL_CASES = REPO / "sim" / ENGINE_DIR / "toolcall_cases.yml"
-# Seconds a restarted replica's engine takes to answer /health and generate again, with margin: the stand-in starts
-# in seconds; the real vLLM 0.32 CPU engine took about 135 s under the suite's load on 2 cores and about 90 s with
-# both nodes at once (sim/vllm_cpu/README.md). Tests that wait for a restart, or size a start grace, take this.
-ENGINE_RESTART_S = 300 if REAL_ENGINE else 60
+REAL_ENGINE_PROFILES = yaml.safe_load((GROUP_VARS / "serving.yml").read_text())["gb10_sim_real_engine_profiles"]
+REAL_ENGINE = PROFILE in REAL_ENGINE_PROFILES
+
+
+def toolcall_cases(profile):
+    """The tool-calling gate's cases for ``profile``'s engine (the real engine's parser needs other cases)."""
+    return REPO / "sim" / ("vllm_cpu" if profile in REAL_ENGINE_PROFILES else "standin") / "toolcall_cases.yml"
+
+
+TOOLCALL_CASES = toolcall_cases(PROFILE)
+
+
+def engine_restart_s(profile):
+    """Seconds a restarted replica of ``profile``'s engine takes to answer /health and generate again, with margin.
+
+    The stand-in starts in seconds; the real vLLM 0.32 CPU engine took about 135 s under the suite's load on 2 cores
+    and about 90 s with both nodes at once (sim/vllm_cpu/README.md). Tests that wait for a restart, or size a start
+    grace, take this for the profile the site serves now (ServedSim.engine_restart_s).
+    """
+    return 300 if profile in REAL_ENGINE_PROFILES else 60
+
+
+ENGINE_RESTART_S = engine_restart_s(PROFILE)
 
 
 def next_image(images_file):

@@ -11,8 +11,9 @@ GB10_IT_KEEP=1.
 
 Two engines, one converge (issue 36): the site may have been converged with another profile than the suite's
 (GB10_IT_CONVERGED_PROFILE; make test converges sim-real, the real vLLM engine, and the suite's changes serve
-sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` change no engine and
-run first, on the site as converged. A module marked `moves_to_suite_profile` runs next: it starts from the site as
+sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` leave every engine's
+configuration as they found it (a replica they freeze or kill comes back as it was) and run first, on the site as
+converged. A module marked `moves_to_suite_profile` runs next: it starts from the site as
 converged and leaves it on the suite's profile (test_90: its switch back to replicas). Every other module runs on
 the suite's profile, the site moved there once if no module did (tests/integration/serving/serving_apply.yml with
 the image). Every module leaves the site in replicas, every replica serving and READY.
@@ -36,7 +37,7 @@ from pathlib import Path
 import ansible_runner
 import pytest
 from _api import api_headers
-from _profile import CONVERGED_PROFILE, PROFILE, TOOLCALL_CASES
+from _profile import CONVERGED_PROFILE, PROFILE, engine_restart_s, toolcall_cases
 
 REPO = Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "inventories" / "sim"
@@ -131,6 +132,11 @@ class ServedSim:
     profile: str = CONVERGED_PROFILE
 
     @property
+    def engine_restart_s(self):
+        """Seconds a restarted replica of the engine the site serves now takes to generate again (with margin)."""
+        return engine_restart_s(self.profile)
+
+    @property
     def prefix(self):
         return self.env["SIM_PREFIX"]
 
@@ -221,7 +227,7 @@ class ServedSim:
                 "toolcall_gate_endpoint": self.replica_url(candidate),
                 "toolcall_gate_running_endpoint": self.replica_url(running),
                 "toolcall_gate_model": "tiny-moe",
-                "toolcall_gate_cases_file": str(TOOLCALL_CASES),
+                "toolcall_gate_cases_file": str(toolcall_cases(self.profile)),
             },
             check=check,
         )
@@ -357,7 +363,9 @@ def served_sim():
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "converged_site: the module changes no engine; it runs first, on the site as converged (issue 36)"
+        "markers",
+        "converged_site: the module leaves every engine's configuration as it found it (a replica it freezes or kills "
+        "comes back as it was); it runs first, on the site as converged (issue 36)",
     )
     config.addinivalue_line(
         "markers",

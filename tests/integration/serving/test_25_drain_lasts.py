@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+pytestmark = pytest.mark.converged_site
+
 NODES = ("spark-1", "spark-2")
 HELD = "spark-2"
 RESTARTED = "spark-1"

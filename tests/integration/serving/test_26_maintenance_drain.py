@@ -7,14 +7,18 @@ servers' states and the fix. Then spark-2 is drained: held in every proxy, recor
 idle by its own /metrics (the playbook waited for it), still drained after `systemctl restart haproxy` on
 spark-1 (a start loads only the records), and no request sent through that proxy reaches it. playbooks/ready.yml
 puts it back; the site is left as found. drain_stop is not run here (starting the units again is a converge):
-its order is the plan's unit_names, unit-tested in the plan.
+its order is the plan's unit_names, unit-tested in the plan. No engine changes: it runs on the site as converged
+(`converged_site`: make test's is the real vLLM engine, whose own /metrics says when the drained replica is idle).
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from test_25_drain_lasts import FDRAIN, RECORD, wait_for_server
+
+pytestmark = pytest.mark.converged_site
 
 HELD = "spark-2"
 RESTARTED = "spark-1"

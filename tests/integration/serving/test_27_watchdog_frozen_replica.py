@@ -2,8 +2,8 @@
 # Apache-2.0
 """The watchdog restarts a frozen replica (issue 19 item 4, roles/serving/files/gb10-serving-watchdog).
 
-spark-2's watchdog is first applied with short figures (FAST: every 5 s, a start grace of the engine's restart
-time, _profile.ENGINE_RESTART_S: 60 s for the stand-in, 300 s for the real vLLM CPU engine; the serving role's
+spark-2's watchdog is first applied with short figures (fast(): every 5 s, a start grace of the engine's restart
+time, ServedSim.engine_restart_s: 60 s for the stand-in, 300 s for the real vLLM CPU engine; the serving role's
 preflight allows it only with serving_health_timeout no longer), by a serving apply of spark-2 alone (the watchdog's
 units change, the engine's do not), and put back to the inventory's after. The frozen replica must have run longer
 than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP of PID 1 of the
@@ -23,6 +23,9 @@ is warmed once by its watchdog (issue 19 item 5: the proxy holds it up only afte
 is UP and READY in the proxy, spark-1 served in every 10 s of the outage, and the only failed requests are those
 the proxy sent to spark-2 before its health check marked it DOWN (in flight at the freeze or just after). The
 finally sends SIGCONT (a no-op once the container is gone) and waits until every replica is serving and READY.
+
+It runs on the site as converged (`converged_site`: make test's is the real vLLM engine; the engine's units are
+never changed, only the watchdog's), so the replica frozen, restarted and warmed is the real engine.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 from _api import API_KEY, api_headers
-from _profile import ENGINE_RESTART_S
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+pytestmark = pytest.mark.converged_site
 
 REPO = Path(__file__).resolve().parents[3]
 FROZEN = "spark-2"
@@ -46,20 +51,23 @@ UNIT = "gb10-vllm.service"
 WATCHDOG = "gb10-watchdog-replica.service"
 CONCURRENCY = 4
 APPLY = "tests/integration/serving/serving_apply.yml"
-# What a real site's 30 s / 1200 s defaults (an engine loads for minutes) would make a test of many minutes. The grace
-# is no shorter than the engine's restart, or the watchdog would restart the restarted replica in its load.
-FAST = {
-    "serving_watchdog_interval": 5,
-    "serving_watchdog_start_grace": ENGINE_RESTART_S,
-    "serving_health_timeout": ENGINE_RESTART_S,
-}
 
 
-def settings():
-    """The watchdog's and the stop's figures as this test applies them (FAST over the inventory and the defaults)."""
+def fast(sim):
+    """What a real site's 30 s / 1200 s defaults (an engine loads for minutes) would make a test of many minutes. The
+    grace is no shorter than the engine's restart, or the watchdog would restart the restarted replica in its load."""
+    return {
+        "serving_watchdog_interval": 5,
+        "serving_watchdog_start_grace": sim.engine_restart_s,
+        "serving_health_timeout": sim.engine_restart_s,
+    }
+
+
+def settings(sim):
+    """The watchdog's and the stop's figures as this test applies them (fast() over the inventory and the defaults)."""
     merged = yaml.safe_load((REPO / "roles" / "serving" / "defaults" / "main.yml").read_text())
     merged.update(yaml.safe_load((REPO / "inventories" / "sim" / "group_vars" / "all" / "serving.yml").read_text()))
-    merged.update(FAST)
+    merged.update(fast(sim))
     return {key: merged[key] for key in merged if key.startswith(("serving_watchdog_", "serving_stop_"))}
 
 
@@ -147,7 +155,7 @@ class Watch(threading.Thread):
 
 def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
     sim = served_sim
-    sim.playbook(APPLY, FAST, limit=f"localhost,{FROZEN}")
+    sim.playbook(APPLY, fast(sim), limit=f"localhost,{FROZEN}")
     try:
         _frozen_replica_is_restarted(sim)
     finally:
@@ -156,7 +164,7 @@ def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
 
 
 def _frozen_replica_is_restarted(sim):
-    figures = settings()
+    figures = settings(sim)
     # Failed probes inside the start grace are not counted: the replica must have run longer than it.
     time.sleep(max(0.0, figures["serving_watchdog_start_grace"] + 5 - active_for(sim, FROZEN)))
     decide_within = (
@@ -200,9 +208,9 @@ def _frozen_replica_is_restarted(sim):
             every=2.0,
         )
         started = wait_for(
-            f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), ENGINE_RESTART_S, every=2.0
+            f"{FROZEN}: a generation of its own", lambda: generates(sim, FROZEN), sim.engine_restart_s, every=2.0
         )
-        sim.wait_all_ready(timeout=ENGINE_RESTART_S)
+        sim.wait_all_ready(timeout=sim.engine_restart_s)
         back_at = time.monotonic()
         # The proxy holds FROZEN up now: let the watch take the sample that sees it (it samples about once a second,
         # slower under load) before it is stopped.

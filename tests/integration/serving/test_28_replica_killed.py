@@ -11,18 +11,20 @@ took it out (conn-failure). A stream whose first byte had gone out cannot be ret
 requests are counted and printed, not failed. systemd restarts the unit (Restart=on-failure) and the test waits
 until both replicas are serving and READY again, so the site is left as found.
 
-The kill and the retries happen the same way on the stand-in and on the real vLLM engine: neither is simulated
-here, only the engine behind the port differs (GB10_IT_PROFILE).
+It runs on the site as converged (`converged_site`: make test's is the real vLLM engine), so the streams cut and
+the requests retried are the real engine's, and the killed replica's wait is the real engine's restart.
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from _api import API_KEY
-from _profile import ENGINE_RESTART_S
 
 from ansible_collections.gb10.serving.plugins.module_utils import _loadgen
+
+pytestmark = pytest.mark.converged_site
 
 KILLED, SERVING = "spark-2", "spark-1"
 CONCURRENCY = 4
@@ -76,7 +78,7 @@ def test_pitfall_replica_killed_under_load_loses_no_request_that_got_no_byte(ser
         time.sleep(20)  # the proxy's checks take it out; spark-1 serves everything meanwhile
     finally:
         records = load.stop()
-    sim.wait_all_ready(timeout=ENGINE_RESTART_S + 60)
+    sim.wait_all_ready(timeout=sim.engine_restart_s + 60)
     back = time.monotonic() - killed_at
     retried = _retries(sim) - retries_before
     failed = _loadgen.failures(records)

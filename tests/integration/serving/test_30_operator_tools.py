@@ -1,11 +1,16 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
 """The operator tools against the live site (issue 7): status prints both nodes, the sweep prints its table and
-writes its report, and the tool-calling gate passes the served model. All three only read or send requests."""
+writes its report, and the tool-calling gate passes the served model. All three only read or send requests, so they
+run on the site as converged (`converged_site`: make test's is the real vLLM engine, its parser and its tool calls)."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
+
+pytestmark = pytest.mark.converged_site
 
 
 def _task_result(runner, task, outcome="runner_on_ok"):

@@ -2,18 +2,18 @@
 # Apache-2.0
 """The context ladder stops at a rung the plan refuses, before anything on a node changes for it (issue 7, seed 004).
 
-sim-replicas' context_rungs are 8192, 65536, 262144; this test climbs two of them, [8192, 262144] (make test's
-budget). The running 8192 is applied again (the units do not change: nothing restarts) and holds (recall answered).
-262144 is above tiny-moe's max_position_embeddings, 8192: the plan refuses it (context_length_above_model), as vLLM
-0.32 refuses it at start, so the rung is judged on the plan's own words and never applied: no unit is written,
-nothing restarts, and the ladder stops with 8192 still serving as it was (nothing to restore). The stand-in would
-refuse 262144 too, with vLLM's KV-cache ValueError (it holds about 170K tokens on spark-1), but the plan stops it
-first; that refusal is unit-tested (tests/unit/sim/standin/test_standin_memory.py), as are climbing over several
-held rungs and a rung the engine refuses (tests/unit/plugins/module_utils/test_ladder.py).
+sim-replicas' context_rungs are 8192, 65536, 262144 (sim-real's 4096, 8192, 65536; both serve 8192); this test climbs
+two rungs, [8192, 262144] (make test's budget). The running 8192 is applied again (the units do not change: nothing
+restarts) and holds (recall answered). 262144 is above tiny-moe's max_position_embeddings, 8192: the plan refuses it
+(context_length_above_model), as vLLM 0.32 refuses it at start, so the rung is judged on the plan's own words and
+never applied: no unit is written, nothing restarts, and the ladder stops with 8192 still serving as it was (nothing
+to restore). The stand-in would refuse 262144 too, with vLLM's KV-cache ValueError (it holds about 170K tokens on
+spark-1), but the plan stops it first; that refusal is unit-tested (tests/unit/sim/standin/test_standin_memory.py), as
+are climbing over several held rungs and a rung the engine refuses (tests/unit/plugins/module_utils/test_ladder.py).
 
-On the real engine (GB10_IT_PROFILE=sim-real) the 8192 rung holds on the profile's context_recall,
-prompt_tokens: the random checkpoint never repeats the code, so each replica must have read the whole prompt by
-vLLM's own count (usage.prompt_tokens, the model's tokenizer).
+Nothing restarts, so it runs on the site as converged (`converged_site`: make test's is the real vLLM engine). There
+the 8192 rung holds on the profile's context_recall, prompt_tokens: the random checkpoint never repeats the code,
+so each replica must have read the whole prompt by vLLM's own count (usage.prompt_tokens, the model's tokenizer).
 """
 
 from __future__ import annotations
@@ -21,16 +21,22 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import pytest
 import yaml
 from _api import api_headers
-from _profile import GROUP_VARS, PROFILE
+from _profile import GROUP_VARS
+
+pytestmark = pytest.mark.converged_site
 
 NODES = ("spark-1", "spark-2")
-# What the plan holds the recall answers to: the profile's context_recall, needle where it names none.
-RECALL = (
-    yaml.safe_load((GROUP_VARS / "serving_profiles.yml").read_text())["serving_profiles"][PROFILE].get("context_recall")
-    or "needle"
-)
+
+
+def recall(profile):
+    """What the plan holds the recall answers to: the profile's context_recall, needle where it names none."""
+    profiles = yaml.safe_load((GROUP_VARS / "serving_profiles.yml").read_text())["serving_profiles"]
+    return profiles[profile].get("context_recall") or "needle"
+
+
 UNIT = "gb10-vllm.service"
 APPLY = "tests/integration/serving/serving_apply.yml"
 # Short watches and loose ssh limits: on a shared 2-core host a docker-exec round trip varies by seconds.
@@ -80,7 +86,7 @@ def test_ladder_stops_at_the_rung_the_plan_refuses_before_anything_changes(serve
         markdown = (report_dir / "context-ladder.md").read_text()
         print("\n" + markdown)
         assert report["planned_rungs"] == [8192, 262144]
-        assert report["recall"] == RECALL
+        assert report["recall"] == recall(served_sim.profile)
         assert (report["working_rung"], report["stopped_at"], report["stopped_by"]) == (8192, 262144, "plan")
         rungs = {r["rung"]: r for r in report["rungs"]}
         assert not rungs[8192]["tripped"] and rungs[8192]["refused_by"] is None, report["rungs"]
