@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+
 from ansible_collections.gb10.serving.plugins.module_utils._deferred import module_utils
 
 _serving_image = module_utils("_serving_image")
@@ -29,6 +33,23 @@ def serving_image_nccl_group(hostvars, check, key="__serving_image_nccl", held_o
     }
 
 
+def serving_image_distributed(hostvars, hosts, local, registry, name):
+    """The gated reference to keep without distributing the image again (None: distribute); each node's record and
+    identity are what roles/serving_image's preflight registered (``__serving_image_record``, a slurp of
+    gb10_gated_image_file, and ``__serving_image_held``)."""
+    nodes = {}
+    for host in hosts or []:
+        node = hostvars.get(host) or {}
+        read = (node.get("__serving_image_record") if hasattr(node, "get") else None) or {}
+        held = (node.get("__serving_image_held") if hasattr(node, "get") else None) or {}
+        try:
+            record = json.loads(base64.b64decode(read.get("content") or "")) if read.get("content") else None
+        except (binascii.Error, ValueError):
+            record = None
+        nodes[host] = (record, held.get("identity") if held.get("exists") else None)
+    return _serving_image.distributed_ref(nodes, local, registry or "", name)
+
+
 def serving_image_record_nccl(record, local, identity):
     return _serving_image.record_nccl(record, local, identity)
 
@@ -44,6 +65,7 @@ def serving_image_input_problems(extra_pins, ray_version, index_url=""):
 class FilterModule:
     def filters(self):
         return {
+            "serving_image_distributed": serving_image_distributed,
             "serving_image_input_problems": serving_image_input_problems,
             "serving_image_nccl_group": serving_image_nccl_group,
             "serving_image_record_gated": serving_image_record_gated,

@@ -354,6 +354,35 @@ def record_gated(record, local, identity, gate):
     return _record_of(record, local, identity) and isinstance(gate, dict) and record.get("gate") == gate
 
 
+def distributed_ref(nodes, local, registry, name):
+    """The gated reference every node's record states of the very image it holds under ``local`` now, where all of
+    them hold that one image (one Id) and state one reference: with a registry, a digest of ``registry/name``; without
+    one, ``local`` itself. The image is then on every node and the reference was pushed when the records were
+    written, so tagging, pushing, reading, pulling and naming it again would change nothing: a converge with nothing
+    to change skips them (docs/converge-cost.md). None, and the image is distributed: a node without the image (one
+    added to the inventory), without a record, or with a record of another image, another Id on some node, records
+    that disagree, or a reference outside the registry now configured.
+
+    nodes: ``{host: (record or None, identity or None)}`` for every node of the play (the record parsed from
+    gb10_gated_image_file, the identity gb10.serving.image_identity read under ``local``)."""
+    if not nodes:
+        return None
+    refs, ids = set(), set()
+    for record, identity in nodes.values():
+        if not _record_of(record, local, identity):
+            return None
+        refs.add(record.get("image"))
+        ids.add(identity["id"])
+    if len(refs) != 1 or len(ids) != 1:
+        return None
+    ref = refs.pop()
+    if not isinstance(ref, str):
+        return None
+    if registry:
+        return ref if ref.startswith(f"{registry}/{name}@") and _DIGEST_REF_RE.match(ref) else None
+    return ref if ref == local else None
+
+
 def nccl_group_problems(records, check, held_only=False):
     """Why a tensor-parallel group may not start on the NCCL its ranks' images load (issue 39 item 4).
 

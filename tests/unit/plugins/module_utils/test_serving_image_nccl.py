@@ -185,3 +185,38 @@ def test_gate_skipped_only_for_the_image_held_gated_with_the_same_inputs():
         ("python", "/usr/bin/python3"),
     ):
         assert si.record_gated(gated, local, held, dict(GATE, **{key: value})) is False, key
+
+
+def test_distribution_skipped_only_where_every_node_holds_the_recorded_image():
+    """A converge with nothing to change skips the tag, push, read, pull and naming of the gated image only where
+    every node of the play holds the planned image (one Id) and each record states one reference of it, a digest in
+    the registry configured now; a node added (no image, no record), a record of another image or Id, records that
+    disagree or a reference outside the registry: distribute."""
+    local, name, registry = "gb10/vllm-serving:0123456789abcdef", "gb10/vllm-serving", "registry:5000"
+    held = {"id": "sha256:" + "1" * 64, "layers": ["sha256:" + "3" * 64]}
+    ref = record()["image"]
+    both = {"spark-1": (record(), held), "spark-2": (record(), held)}
+    assert si.distributed_ref(both, local, registry, name) == ref
+    # a node added to the inventory: neither image nor record
+    assert si.distributed_ref({**both, "spark-3": (None, None)}, local, registry, name) is None
+    # the image without a record (a run that stopped before writing it), a record of another planned image
+    assert si.distributed_ref({**both, "spark-2": (None, held)}, local, registry, name) is None
+    other = record(local="gb10/vllm-serving:fedcba9876543210")
+    assert si.distributed_ref({**both, "spark-2": (other, held)}, local, registry, name) is None
+    # another image under the planned name on one node (its record says the old Id)
+    retagged = dict(held, id="sha256:" + "4" * 64)
+    assert si.distributed_ref({**both, "spark-2": (record(), retagged)}, local, registry, name) is None
+    # records of one Id that state different references, or a record and image of another Id on one node
+    moved = dict(record(), image="registry:5000/gb10/vllm-serving@sha256:" + "5" * 64)
+    assert si.distributed_ref({**both, "spark-2": (moved, held)}, local, registry, name) is None
+    other_id = (record(image_id=retagged["id"]), retagged)
+    assert si.distributed_ref({**both, "spark-2": other_id}, local, registry, name) is None
+    # the registry changed, or a reference that is no digest
+    assert si.distributed_ref(both, local, "registry.lab:5000", name) is None
+    tagged = dict(record(), image="registry:5000/gb10/vllm-serving:latest")
+    assert si.distributed_ref({"spark-1": (tagged, held)}, local, registry, name) is None
+    # without a registry the record names the local image itself
+    plain = dict(record(), image=local)
+    assert si.distributed_ref({"spark-1": (plain, held)}, local, "", name) == local
+    assert si.distributed_ref(both, local, "", name) is None
+    assert si.distributed_ref({}, local, registry, name) is None
