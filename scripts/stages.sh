@@ -16,6 +16,8 @@ failures=()
 status=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Every pytest run below appends its failed tests here, a line each (tests/conftest.py); printed last.
+export GB10_FAILED_TESTS="$work/failed-tests.txt"
 started=$(date +%s)
 
 line() {  # line NAME SECONDS VERDICT
@@ -97,8 +99,14 @@ printf '%-22s %6d s %4d:%02d\n' total "$total" $((total / 60)) $((total % 60))
 for log in "${failures[@]}"; do
   printf '\n==> why %s failed: its lines that name a failure (at most 40), then its last 20 lines\n' \
     "$(basename "$log" .log)"
-  grep -E 'FAILED|ERROR|Error|fatal:|failed=[1-9]|^\[[^]]*\] E ' "$log" | tail -n 40
+  grep -E 'FAILED|ERROR|Error|fatal:|failed=[1-9]|^\[[^]]*\] E ' "$log" | grep -v 'FAILED - RETRYING' | tail -n 40
   echo '    ...'
   tail -n 20 "$log"
 done
+# Last, where a log cut to its final lines still shows them: the tests that failed, whichever stage ran them (the
+# served-site suite's own output reaches this log inside one Ansible message).
+if [ -s "$GB10_FAILED_TESTS" ]; then
+  printf '\n==> the tests that failed (%d), a line each\n' "$(wc -l <"$GB10_FAILED_TESTS")"
+  cut -c1-400 "$GB10_FAILED_TESTS"
+fi
 exit "$status"
