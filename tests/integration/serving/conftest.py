@@ -11,8 +11,9 @@ GB10_IT_KEEP=1.
 
 Two engines, one converge (issue 36): the site may have been converged with another profile than the suite's
 (GB10_IT_CONVERGED_PROFILE; make test converges sim-real, the real vLLM engine, and the suite's changes serve
-sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` change no engine and
-run first, on the site as converged. A module marked `moves_to_suite_profile` runs next: it starts from the site as
+sim-replicas, the stand-in, whose restarts take seconds). The modules marked `converged_site` leave every engine's
+configuration as they found it (a replica they kill comes back as it was) and run first, on the site as
+converged. A module marked `moves_to_suite_profile` runs next: it starts from the site as
 converged and leaves it on the suite's profile (test_90: its switch back to replicas). Every other module runs on
 the suite's profile, the site moved there once if no module did (tests/integration/serving/serving_apply.yml with
 the image). Every module leaves the site in replicas, every replica serving and READY.
@@ -362,7 +363,9 @@ def served_sim():
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "converged_site: the module changes no engine; it runs first, on the site as converged (issue 36)"
+        "markers",
+        "converged_site: the module leaves every engine's configuration as it found it (a replica it kills comes back "
+        "as it was); it runs first, on the site as converged (issue 36)",
     )
     config.addinivalue_line(
         "markers",
