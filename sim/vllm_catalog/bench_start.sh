@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # make bench-engine-start (issue 36 item 2): what a restart of the real vLLM 0.32 CPU engine costs on this machine,
 # serving the sim model with spark-1's planned argv of BENCH_PROFILE (default sim-real, the profile the simulation
-# serves this engine with; serve_real.sh), and what each candidate buys: vLLM's compile cache kept
-# (VLLM_CACHE_ROOT, which roles/serving mounts from gb10_vllm_cache_dir, so a restart finds it), that cache without
-# vLLM's AOT artifact (VLLM_USE_AOT_COMPILE=0), and --enforce-eager (no torch.compile). Each candidate starts cold
+# serves this engine with; serve_real.sh), and what each candidate buys. "cache" is the profile as it is (sim-real:
+# compilation mode 0, no AOT artifact) with vLLM's cache kept (VLLM_CACHE_ROOT, which roles/serving mounts from
+# gb10_vllm_cache_dir, so a restart finds it); "compiled" is vLLM's default compile (mode 3, which the CPU platform
+# turns into dynamo with inductor) under the profile's environment (the planned environment wins over the
+# caller's, so the AOT artifact stays off: measured before, sim/vllm_catalog/README.md); "eager" --enforce-eager;
+# "ci-env" vLLM's own CPU CI setting
+# (VLLM_CPU_CI_ENV=1: dynamo with the eager backend, no warm-up) with the default compile. Each candidate starts cold
 # (an empty cache) then warm (the cache the cold start left), serving one snapshot path as a node's restarts do:
 # the compile cache is keyed by the model's path among others. Prints one line per start: seconds to /health 200,
 # the openai client's checks after it, and what vLLM's log says of its AOT compile cache (loaded, or compiled
@@ -20,13 +24,14 @@ results=()
 # candidate name | environment words | serve_real.py words
 candidates=(
   "cache||"
-  "no-aot|VLLM_USE_AOT_COMPILE=0|"
+  "compiled||--extra=--compilation-config={\"mode\":3}"
   "eager||--extra=--enforce-eager"
+  "ci-env|VLLM_CPU_CI_ENV=1|--extra=--compilation-config={\"mode\":3}"
 )
 for candidate in "${candidates[@]}"; do
   IFS='|' read -r mode envs extra <<<"$candidate"
-  # BENCH_CANDIDATES (default all): the names to run, e.g. "cache no-aot"
-  [[ " ${BENCH_CANDIDATES:-cache no-aot eager} " == *" $mode "* ]] || continue
+  # BENCH_CANDIDATES (default all): the names to run, e.g. "cache compiled"
+  [[ " ${BENCH_CANDIDATES:-cache compiled eager ci-env} " == *" $mode "* ]] || continue
   for run in cold warm; do
     log="$out/$mode-$run.log"
     verdict=ok

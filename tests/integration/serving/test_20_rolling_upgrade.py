@@ -38,6 +38,9 @@ PLAYBOOK = "playbooks/rolling_upgrade.yml"
 NODES = ("spark-1", "spark-2")
 # The local hub serves two revisions of the sim model (sim/hub): the second is the upgrade target.
 NEXT_REVISION = "9b1e4f7a2c6d8e0f3a5b7c9d1e2f4a6b8c0d2e4f"
+# The chain's --max-num-seqs (the profiles' is 4): the first upgrade's proxy run must carry it to every proxy's
+# per-server maxconn (seed 002), and the restore carries the profile's back.
+TARGET_SEQS = 6
 # A --tool-call-parser that starts with the sim model's tokenizer and does not read its hermes calls. vLLM 0.32's dots
 # sets supports_required_and_named False, so vLLM sends even a named call through dots' own format instead of the JSON
 # schema (vllm/parser/abstract_parser.py): the real engine's random model, unguided, writes no call at all; the
@@ -181,12 +184,16 @@ def next_image(sim):
 
 
 def upgraded(sim):
-    """The edit to the next model revision on the next serving image, which every upgrade of the chain makes."""
+    """The edit to the next model revision on the next serving image with TARGET_SEQS sequences a replica, which every
+    upgrade of the chain makes."""
     image = next_image(sim)
 
     def change(profile):
         profile["model"].update(revision=NEXT_REVISION)
         profile["image"].update(ref=image)
+        profile["defaults"]["max_num_seqs"] = TARGET_SEQS
+        for node in (profile.get("nodes") or {}).values():
+            node.pop("max_num_seqs", None)
 
     return change
 
@@ -247,11 +254,17 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim, tmp_path):
         assert sorted(rebuilt) == sorted(NODES), rebuilt
         for res in rebuilt.values():
             assert (res["rebuilt"], len(res["modules"])) == (0, 1), res["message"]
-        # test_10 leaves the site at 12 sequences per replica; the target is the profile's 4, and the upgrade's
-        # proxy run carries a changed --max-num-seqs to every proxy's per-server maxconn.
+        # The target moves --max-num-seqs from the profile's 4 to TARGET_SEQS: the upgrade's proxy run carries it to
+        # every proxy's per-server maxconn.
+        for node in NODES:
+            argv = running_argv(sim, node)
+            assert argv[argv.index("--max-num-seqs") + 1] == str(TARGET_SEQS), f"{node}: {argv}"
         for proxy in sim.proxies():
             stats = sim.proxy_stats(proxy)
-            assert {node: stats[node]["slim"] for node in NODES} == dict.fromkeys(NODES, "4"), (proxy, stats)
+            assert {node: stats[node]["slim"] for node in NODES} == dict.fromkeys(NODES, str(TARGET_SEQS)), (
+                proxy,
+                stats,
+            )
         print(
             "\n"
             + "\n".join(part.split(" TASK ")[0] for part in text.split("msg: ")[1:] if "upgraded and ready" in part)
