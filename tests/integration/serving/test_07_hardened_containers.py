@@ -1,8 +1,9 @@
 # Copyright: gb10.serving maintainers
 # Apache-2.0
 """Serving containers hardened (issue 18 item 6), in the replicas topology the site serves in: every capability
-dropped and none added back, no-new-privileges, the HF cache mounted read-only, a private IPC namespace (no
---ipc host) with its own /dev/shm, and the serving engine still answering. Reads only; changes nothing."""
+dropped and none added back, no-new-privileges, Docker's init as PID 1, the HF cache mounted read-only, a private
+IPC namespace (no --ipc host) with its own /dev/shm, and the serving engine still answering. Reads only; changes
+nothing."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def test_replica_containers_run_hardened(served_sim):
         assert "no-new-privileges" in (host["SecurityOpt"] or []), (node, host["SecurityOpt"])
         assert host["IpcMode"] != "host" and host["ShmSize"] == SHM_8G, (node, host["IpcMode"], host["ShmSize"])
         assert not host["Privileged"], node
+        # Docker's init is PID 1, the engine its child: a replica stopped as it starts stops on SIGTERM
+        # (roles/serving's README)
+        assert host["Init"] is True, (node, host.get("Init"))
         hf = [m for m in info["Mounts"] if m["Destination"] == HF_CACHE]
         assert len(hf) == 1 and hf[0]["RW"] is False, (node, info["Mounts"])
         # the kernel's view from inside: the effective capability set is empty and writes to the cache fail

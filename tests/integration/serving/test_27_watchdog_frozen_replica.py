@@ -6,15 +6,15 @@ spark-2's watchdog is first applied with short figures (fast(): every 5 s, a sta
 time, ServedSim.engine_restart_s: 60 s for the stand-in, 300 s for the real vLLM CPU engine; the serving role's
 preflight allows it only with serving_health_timeout no longer), by a serving apply of spark-2 alone (the watchdog's
 units change, the engine's do not), and put back to the inventory's after. The frozen replica must have run longer
-than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP of PID 1 of the
-gb10-vllm container. For the stand-in that is the whole engine (the API server, the engine and its token clock are
-threads of `vllm serve`; sim/standin/src/vllm/_standin/cli.py); for the real engine it is vLLM's API server (the
-GPU layer runs vLLM's CLI in its process, sim/vllm_cpu/gpu_layer.py), and the EngineCore it spawned runs on.
+than the grace. Under a steady load through the proxy, spark-2's engine is then frozen with SIGSTOP of the process
+Docker's init runs in the gb10-vllm container (PID 1 is the init: the units' --init). For the stand-in that is the
+whole engine (the API server, the engine and its token clock are threads of `vllm serve`;
+sim/standin/src/vllm/_standin/cli.py); for the real engine it is vLLM's API server (the GPU layer runs vLLM's CLI
+in its process, sim/vllm_cpu/gpu_layer.py), and the EngineCore it spawned runs on.
 Either way /health stops answering too, so this test shows the restart of a replica that stopped answering, not the
 /health-200-while-frozen case itself (tests/unit/roles/serving/test_watchdog.py's
 test_pitfall_health_200_while_the_engine_is_frozen covers that against a real HTTP server). The process is stopped
-from the node (its PID in the node's namespace, `docker inspect`): inside the container it is PID 1, which ignores a
-SIGSTOP sent from its own namespace.
+from the node (its PID in the node's namespace: the child of the PID `docker inspect` gives).
 
 Then: the watchdog decides to restart gb10-vllm.service on spark-2 within interval x failures + probe timeout + 60 s
 (its journal says `restart`), the unit comes back with a new InvocationID and container (the watchdog kills the
@@ -94,11 +94,16 @@ def watchdog_journal(sim, since):
 
 
 def engine_pid(sim, node):
-    """The stand-in's PID in the node's namespace, and `docker top` (what runs in the container) for the record."""
-    pid = sim.exec(node, "docker", "inspect", "-f", "{{.State.Pid}}", "gb10-vllm").stdout.strip()
+    """The engine's PID in the node's namespace, and `docker top` (what runs in the container) for the record: the
+    one child of the container's PID 1, Docker's init (the serving units' --init)."""
+    init = sim.exec(node, "docker", "inspect", "-f", "{{.State.Pid}}", "gb10-vllm").stdout.strip()
     top = sim.exec(node, "docker", "top", "gb10-vllm", check=False).stdout
-    assert pid.isdigit() and int(pid) > 0, f"{node}: gb10-vllm has no running process: {pid!r}"
-    return pid, top
+    assert init.isdigit() and int(init) > 0, f"{node}: gb10-vllm has no running process: {init!r}"
+    comm = sim.exec(node, "cat", f"/proc/{init}/comm").stdout.strip()
+    assert comm == "docker-init", f"{node}: gb10-vllm's PID 1 is {comm!r}, not Docker's init:\n{top}"
+    children = sim.exec(node, "cat", f"/proc/{init}/task/{init}/children").stdout.split()
+    assert len(children) == 1, f"{node}: Docker's init has children {children}, not one engine:\n{top}"
+    return children[0], top
 
 
 def served_count(sim, node):

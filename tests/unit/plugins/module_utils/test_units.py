@@ -40,15 +40,26 @@ def test_docker_run_uses_host_network_drops_caps_entrypoint_and_digest():
         mounts=[{"source": "/var/lib/gb10/hf-cache", "target": "/root/.cache/huggingface", "read_only": True}],
         shm_size="8g",
     )
-    assert argv[:7] == ["/usr/bin/docker", "run", "--rm", "--name", "gb10-vllm", "--network", "host"]
+    assert argv[:8] == ["/usr/bin/docker", "run", "--rm", "--name", "gb10-vllm", "--network", "host", "--init"]
     # a replica: a private IPC namespace with a /dev/shm of its own size, every capability dropped
-    assert argv[7:13] == ["--shm-size", "8g", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    assert argv[8:14] == ["--shm-size", "8g", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
     assert "--ipc" not in argv and "--cap-add" not in argv
     assert "--privileged" not in argv and "--gpus" not in argv
     assert argv[argv.index("--entrypoint") : argv.index(IMAGE) + 1] == ["--entrypoint", "vllm", IMAGE]
     assert argv[argv.index(IMAGE) + 1 :] == ["serve", "/root/.cache/huggingface/hub/x", "--port", "8000"]
     assert argv.count("--env-file") == 2
     assert "/var/lib/gb10/hf-cache:/root/.cache/huggingface:ro" in argv
+
+
+def test_engine_is_not_pid_1_so_a_replica_stopped_as_it_starts_stops_on_sigterm():
+    """PID 1 of a PID namespace gets only the signals it handles, and vLLM handles SIGTERM only once its imports are
+    done: as PID 1 a replica stopped in its first seconds waited for them (measured: 5 s, with --init 0 s). Docker's
+    init is PID 1 of every serving container that has a PID namespace of its own; one that joins another's has none."""
+    for extra, init in (((), True), (["--pid", "container:gb10-ray-head"], False), (["--pid=host"], False)):
+        argv = _units.docker_run_argv("gb10-vllm", IMAGE, ["vllm", "serve", "/m"], extra=extra)
+        assert ("--init" in argv) is init, (extra, argv)
+        if init:
+            assert argv.index("--init") < argv.index("--entrypoint"), argv
 
 
 def test_pitfall_secret_in_docker_inspect_the_secrets_file_is_mounted_and_loaded_never_an_env_file():
@@ -98,7 +109,8 @@ def test_docker_run_tensor_parallel_host_ipc_and_only_the_caps_given():
         ipc_host=True,
         shm_size="8g",
     )
-    assert argv[7:15] == [
+    assert argv[7:16] == [
+        "--init",
         "--ipc",
         "host",
         "--cap-drop",
