@@ -173,7 +173,9 @@ def test_watchdog_restarts_a_frozen_replica_under_load(served_sim):
 def _frozen_replica_is_restarted(sim):
     figures = settings(sim)
     # Failed probes inside the start grace are not counted: the replica must have run longer than it.
-    time.sleep(max(0.0, figures["serving_watchdog_start_grace"] + 5 - active_for(sim, FROZEN)))
+    outlive = max(0.0, figures["serving_watchdog_start_grace"] + 5 - active_for(sim, FROZEN))
+    print(f"\n{FROZEN}: {outlive:.0f} s until the replica has run longer than the start grace")
+    time.sleep(outlive)
     decide_within = (
         figures["serving_watchdog_interval"] * figures["serving_watchdog_failures"]
         + figures["serving_watchdog_probe_timeout"]
