@@ -181,9 +181,10 @@ bench-upgrade: collections
 bench-affinity: collections
 	SIM_PROFILE=$(SIM_PROFILE) $(BIN)/python scripts/bench_affinity.py
 
-# What a restart of the real vLLM 0.32 CPU engine costs, and what its compile cache, that cache without vLLM's AOT
-# artifact and --enforce-eager buy (issue 36 item 2): six starts of the sim model with sim-real's argv, cold then warm
-# each way, one snapshot path, on this machine (prints figures and what vLLM said of its AOT cache; ~8 min idle).
+# What a restart of the real vLLM 0.32 CPU engine costs (issue 36 item 2): the sim model with sim-real's argv as it
+# is (compilation mode 0, no AOT artifact), with vLLM's default compile, --enforce-eager and VLLM_CPU_CI_ENV=1, each
+# cold then warm, one snapshot path, on this machine (prints figures and what vLLM said of its AOT cache; ~6 min
+# idle; BENCH_CANDIDATES picks some).
 .PHONY: bench-engine-start
 bench-engine-start: collections
 	@sim/vllm_catalog/bench_start.sh
