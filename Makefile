@@ -183,7 +183,7 @@ bench-affinity: collections
 
 # What a restart of the real vLLM 0.32 CPU engine costs (issue 36 item 2): the sim model with sim-real's argv as it
 # is (compilation mode 0, no AOT artifact), with vLLM's default compile, --enforce-eager and VLLM_CPU_CI_ENV=1, each
-# cold then warm, one snapshot path, on this machine (prints figures and what vLLM said of its AOT cache; ~6 min
+# cold then warm, one snapshot path, on this machine (prints figures and what vLLM said of its AOT cache; ~5 min
 # idle; BENCH_CANDIDATES picks some).
 .PHONY: bench-engine-start
 bench-engine-start: collections

@@ -36,7 +36,10 @@ for candidate in "${candidates[@]}"; do
     log="$out/$mode-$run.log"
     verdict=ok
     # shellcheck disable=SC2086  # envs and extra are lists of words on purpose
-    env $envs SERVE_REAL_PROFILE="$profile" SERVE_REAL_OUT="$out/$mode-$run" SERVE_REAL_SNAPSHOT="$out/snapshot" \
+    # An empty inductor cache at every start, as a serving container's /tmp is (--rm: a new container each start;
+    # roles/serving mounts vLLM's cache, not /tmp): inductor's default /tmp/torchinductor_<user> on this host would
+    # hand every start after the first the C++ kernels the first compiled.
+    env $envs TORCHINDUCTOR_CACHE_DIR="$out/inductor-$mode-$run" SERVE_REAL_PROFILE="$profile" SERVE_REAL_OUT="$out/$mode-$run" SERVE_REAL_SNAPSHOT="$out/snapshot" \
       SERVE_REAL_ARGS="--cache-root $out/cache-$mode $extra" "$here/serve_real.sh" >"$log" 2>&1 \
       || verdict="FAILED: $(grep -m1 'FAILED' "$log" | cut -c1-160)"
     line=$(grep -m1 '/health 200 after' "$log" | sed 's/.*: \/health/\/health/' || true)
