@@ -241,6 +241,16 @@ class ServedSim:
     def script(self, *argv):
         subprocess.run([str(self.repo / argv[0]), *argv[1:]], check=True, env={**os.environ, **self.env})
 
+    def running_argv(self, node):
+        """The command the node's replica container runs, as it was started (docker inspect's Config.Cmd)."""
+        return json.loads(self.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout)
+
+    def running_seqs(self, node):
+        """The --max-num-seqs the node's running replica was started with."""
+        argv = self.running_argv(node)
+        assert "--max-num-seqs" in argv, f"{node}: the replica runs without --max-num-seqs: {argv}"
+        return int(argv[argv.index("--max-num-seqs") + 1])
+
     def served(self, node, timeout=10):
         """The replica's own /health answers 200."""
         try:

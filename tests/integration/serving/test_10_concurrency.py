@@ -19,7 +19,6 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import yaml
 from _api import api_headers
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.converged_site
 
 NODES = ("spark-1", "spark-2")
 BURST = 200
-
-
-def running_seqs(sim, node):
-    """The --max-num-seqs the node's running replica was started with (its container's command)."""
-    argv = yaml.safe_load(sim.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout)
-    assert "--max-num-seqs" in argv, f"{node}: the replica runs without --max-num-seqs: {argv}"
-    return int(argv[argv.index("--max-num-seqs") + 1])
 
 
 def _gauge(url, name):
@@ -57,7 +49,7 @@ def _request(url, n, context):
 
 
 def test_200_concurrent_requests_wait_in_the_proxy_never_in_a_replica(served_sim):
-    seqs = {node: running_seqs(served_sim, node) for node in NODES}
+    seqs = {node: served_sim.running_seqs(node) for node in NODES}
     for proxy in served_sim.proxies():
         stats = served_sim.proxy_stats(proxy)
         assert {node: int(stats[node]["slim"]) for node in NODES} == seqs, (proxy, seqs, stats)

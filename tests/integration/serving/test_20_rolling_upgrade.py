@@ -198,11 +198,6 @@ def upgraded(sim):
     return change
 
 
-def running_argv(sim, node):
-    inspect = sim.exec(node, "docker", "inspect", "-f", "{{json .Config.Cmd}}", "gb10-vllm").stdout
-    return yaml.safe_load(inspect)
-
-
 def running_base(sim, node):
     """The base image of the replica's container: the serving image is the gated Ray layer on top of it, labelled
     with its base by roles/serving_image."""
@@ -231,7 +226,7 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim, tmp_path):
             runner = sim.playbook(PLAYBOOK, extravars=extravars)
         text = output(runner)
         for node in NODES:
-            argv = running_argv(sim, node)
+            argv = sim.running_argv(node)
             assert any(NEXT_REVISION in word for word in argv), f"{node} does not serve the target: {argv}"
             assert running_base(sim, node) == image, f"{node} does not run the target image"
             assert container_id(sim, node) != before[node], f"{node} was not restarted"
@@ -257,8 +252,7 @@ def test_rolling_upgrade_of_both_nodes_under_load(served_sim, tmp_path):
         # The target moves --max-num-seqs from the profile's 4 to TARGET_SEQS: the upgrade's proxy run carries it to
         # every proxy's per-server maxconn.
         for node in NODES:
-            argv = running_argv(sim, node)
-            assert argv[argv.index("--max-num-seqs") + 1] == str(TARGET_SEQS), f"{node}: {argv}"
+            assert sim.running_seqs(node) == TARGET_SEQS, f"{node}: {sim.running_argv(node)}"
         for proxy in sim.proxies():
             stats = sim.proxy_stats(proxy)
             assert {node: stats[node]["slim"] for node in NODES} == dict.fromkeys(NODES, str(TARGET_SEQS)), (
@@ -334,7 +328,7 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
         assert states["spark-1"][1] != 0, f"spark-1 is not drained: {states}"
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
         assert serving_second
-        assert "hermes" in running_argv(sim, "spark-2"), "spark-2 was touched after spark-1 failed"
+        assert "hermes" in sim.running_argv("spark-2"), "spark-2 was touched after spark-1 failed"
 
 
 def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_sim):
@@ -344,7 +338,7 @@ def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_s
     sim = served_sim
     calling = {case["id"] for case in yaml.safe_load(TOOLCALL_CASES.read_text()) if case["expect_calls"]}
     with restored_on_failure(sim):
-        assert WRONG_PARSER in running_argv(sim, "spark-1") and "hermes" in running_argv(sim, "spark-2")
+        assert WRONG_PARSER in sim.running_argv("spark-1") and "hermes" in sim.running_argv("spark-2")
         runner, refusal = sim.toolcall_gate("spark-1", "spark-2", check=False)
         print(f"\nspark-1 with tool-call-parser {WRONG_PARSER}: {refusal['msg']}")
         assert runner.rc != 0
@@ -397,7 +391,7 @@ def test_node_whose_replica_dies_mid_upgrade_stays_drained(served_sim):
         assert f"{first} stays DRAINED" in text
         assert states[first][1] != 0, f"{first} is not drained: {states}"
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
-        assert "--enable-prefix-caching" in running_argv(sim, "spark-2"), "spark-2 was touched"
+        assert "--enable-prefix-caching" in sim.running_argv("spark-2"), "spark-2 was touched"
     finally:
         killed.set()
         fast_restore(sim)

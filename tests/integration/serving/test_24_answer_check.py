@@ -18,7 +18,7 @@ import time
 
 import pytest
 from _profile import REAL_ENGINE
-from test_20_rolling_upgrade import PLAYBOOK, output, running_argv, target
+from test_20_rolling_upgrade import PLAYBOOK, output, target
 
 FIRST, OTHER = "spark-1", "spark-2"
 # The real vLLM 0.32 CPU engine computes bfloat16 by default; float32 is another precision it serves (float16 on
@@ -58,7 +58,7 @@ def test_a_replica_that_answers_otherwise_stays_drained_and_the_same_build_passe
         assert f"{FIRST} stays DRAINED" in text
         assert states[FIRST][1] != 0, f"{FIRST} is not drained: {states}"
         assert states[OTHER] == (2, 0), f"{OTHER} does not serve: {states}"
-        assert not any(OTHER_DTYPE in arg for arg in running_argv(sim, OTHER)), f"{OTHER} was touched"
+        assert not any(OTHER_DTYPE in arg for arg in sim.running_argv(OTHER)), f"{OTHER} was touched"
     finally:
         # The same build as the one serving: upgraded again, compared with OTHER the same way, and put back.
         restored = sim.playbook(PLAYBOOK, check=False)
