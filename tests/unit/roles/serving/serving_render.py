@@ -27,6 +27,8 @@ WATCHDOG_VARS = {
     "_serving_raylet_healthz_url": "http://127.0.0.1:52365/api/local_raylet_healthz",
 }
 AGENT_BIN = "/usr/local/libexec/gb10-warm-agent"
+# The engine unit's ExecStop script where the site runs warm agents: a plain string of vars/main.yml.
+STOP_SCRIPT = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_serving_stop_script"]
 
 
 def environment():

@@ -18,7 +18,7 @@ import re
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from serving_render import ROLE, environment, plain_defaults, render_warm_agent, render_watchdog
+from serving_render import ROLE, STOP_SCRIPT, environment, plain_defaults, render_warm_agent, render_watchdog
 from task_file_runner import run_task_file
 from template_words import public_variables as role_public_variables
 from template_words import refusal
@@ -31,9 +31,12 @@ ROLE_VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 CHECK = "Refuse a value the serving units could not hold as one word"
 SECRETS_CHECK = "Refuse a secret the root-only env files could not hold on one line"
 BAD = {"a line break": "\nExecStartPost=/tmp/evil", "a quote": '"'}
-# Written bare, or as docker's --volume words and engine.env lines: the preflight's one-word check.
+# Written bare, or as docker's --volume words and engine.env lines, or a number the ExecStop script hands docker
+# (serving_stop_cold_timeout: quoted there, but docker would refuse it only at the stop): the preflight's one-word
+# check.
 CHECKED = [
     "serving_stop_timeout",
+    "serving_stop_cold_timeout",
     "serving_watchdog_failures",
     "serving_watchdog_interval",
     "gb10_warm_agent_port",
@@ -100,6 +103,8 @@ def unit_values(**given):
             "mp": {"master_address": "192.168.200.11", "master_port": 29500},
         },
         "_serving_model_name": "m",  # vars/main.yml: the plan's served_model_name
+        "_serving_node_warms": [],  # no warm agent (the role's ExecStop then waits serving_stop_timeout alone)
+        "_serving_stop_script": STOP_SCRIPT,
         "_serving_engine_env_file": f"{config}/engine.env",
         "_serving_secrets_env_file": f"{config}/secrets.env",
         "_serving_secrets_exec_bin": SECRETS_EXEC,

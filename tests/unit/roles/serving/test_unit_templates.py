@@ -8,6 +8,7 @@ vLLM's own multi-node launch."""
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import yaml
 from serving_render import (
     AGENT_BIN,
     ROLE,
+    STOP_SCRIPT,
     WATCHDOG_VARS,
     environment,
     plain_defaults,
@@ -37,8 +39,12 @@ from _plan_fixtures import plan_mod, replicas, run, shipped_plan, tp
 UNITS = {role: plan_mod.units.node_units(role) for role in ("replica", "ray_head", "ray_worker", "tp_head", "tp_rank")}
 
 
-def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None, rank=None, shm_size=None):
+def _render_text(
+    template, role, argv=None, ray_start=None, item=None, plan=None, rank=None, shm_size=None, warm_agent=False
+):
+    """``warm_agent``: the site runs warm agents (vars/main.yml's _serving_node_warms holds the engine unit)."""
     config = "/etc/gb10/serving"
+    item = item or next(u for u in UNITS[role]["units"] if u["template"] == template)
     # the plan's /dev/shm of the engine's container (memory.shm_size; its default where a test gives none)
     if shm_size is None and role in plan_mod.context.PRIVATE_SHM_ROLES:
         shm_size = plan_mod.context.DEFAULT_SHM_SIZE
@@ -57,7 +63,9 @@ def _render_text(template, role, argv=None, ray_start=None, item=None, plan=None
         "_serving_plan": plan or {"profile": "p", "model": {"repo_id": "o/m", "served_model_name": "m"}},
         # roles/serving/vars/main.yml: the plan's served_model_name
         "_serving_model_name": (plan or {"model": {"served_model_name": "m"}})["model"]["served_model_name"],
-        "item": item or next(u for u in UNITS[role]["units"] if u["template"] == template),
+        "item": item,
+        "_serving_node_warms": [item] if warm_agent and item["warm"] else [],
+        "_serving_stop_script": STOP_SCRIPT,
         "_serving_watchdog_bin": "/usr/local/libexec/gb10-serving-watchdog",
         "_serving_health_url": "http://192.168.200.11:8000/health",
         "__serving_image": IMAGE,
@@ -91,6 +99,56 @@ def _render_plan_unit(plan, node, unit, **extra):
 def _exec_start(text):
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
     return shlex.split(exec_start[len("ExecStart=") :])
+
+
+def _exec_stop(text):
+    """The ExecStop= words as systemd reads them: shell-like quoting, $$ for $ and %% for % (_units.systemd_word)."""
+    line = next(line for line in text.splitlines() if line.startswith("ExecStop="))
+    return shlex.split(line[len("ExecStop=") :].replace("$$", "$").replace("%%", "%"))
+
+
+def test_a_cold_engine_stops_without_waiting_out_the_graceful_stop(tmp_path):
+    # vLLM 0.32 ignores a SIGTERM that lands about 12 s into its start (roles/serving README, measured): an engine
+    # without its warm marker, which its warm agent has kept from every client since its start, is stopped with
+    # serving_stop_cold_timeout; a warm one keeps serving_stop_timeout for its in-flight requests.
+    defaults = plain_defaults()
+    docker = tmp_path / "docker"
+    docker.write_text('#!/bin/sh\necho "$@"\n')
+    docker.chmod(0o755)
+    marker = tmp_path / "warm"
+    plan = {
+        "profile": "p",
+        "model": {"repo_id": "o/m", "served_model_name": "m"},
+        "tensor_parallel_size": 2,
+        "mp": {"master_address": "192.168.200.11", "master_port": 29500},
+    }
+    for template, role in (
+        ("gb10-vllm.service.j2", "replica"),
+        ("gb10-vllm-tp.service.j2", "ray_head"),
+        ("gb10-vllm-mp.service.j2", "tp_head"),
+    ):
+        item = next(u for u in UNITS[role]["units"] if u["template"] == template)
+        argv = _exec_stop(_render_text(template, role, ["vllm", "serve", "/m"], plan=plan, rank=0, warm_agent=True))
+        assert argv[:3] == ["/bin/sh", "-c", STOP_SCRIPT], argv
+        assert argv[3:] == [
+            "gb10-stop",
+            item["warm"]["marker"],
+            str(defaults["serving_stop_timeout"]),
+            str(defaults["serving_stop_cold_timeout"]),
+            "/usr/bin/docker",
+            item["container"],
+        ], argv
+        # The same words with a docker that echoes its arguments and a marker of our own.
+        argv[4], argv[7] = str(marker), str(docker)
+        marker.unlink(missing_ok=True)
+        cold = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+        assert cold == ["stop", "--time", str(defaults["serving_stop_cold_timeout"]), item["container"]], template
+        marker.write_text("warm\n")
+        warm = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+        assert warm == ["stop", "--time", str(defaults["serving_stop_timeout"]), item["container"]], template
+        # Without warm agents nothing writes the marker: the graceful stop alone.
+        plain = f"ExecStop=/usr/bin/docker stop --time {defaults['serving_stop_timeout']} {item['container']}"
+        assert plain in _render_text(template, role, ["vllm", "serve", "/m"], plan=plan, rank=0).splitlines(), template
 
 
 def _render(template, role, argv=None, ray_start=None):
