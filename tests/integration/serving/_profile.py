@@ -46,9 +46,10 @@ def engine_restart_s(profile):
 ENGINE_RESTART_S = engine_restart_s(PROFILE)
 
 
-def next_image(images_file):
-    """The serving image's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
+def next_image(images_file, profile=PROFILE):
+    """The next release of ``profile``'s serving image as sim/publish_image.sh pushed it: the same layers under a
+    new digest."""
     published = yaml.safe_load(Path(images_file).read_text())
     inventory = yaml.safe_load((GROUP_VARS / "sim_image.yml").read_text())
-    kind = "real" if REAL_ENGINE else "standin"
+    kind = "real" if profile in REAL_ENGINE_PROFILES else "standin"
     return f"{inventory[f'gb10_sim_{kind}_repository']}@{published[f'gb10_sim_{kind}_next_digest']}"

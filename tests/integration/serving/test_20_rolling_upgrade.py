@@ -14,6 +14,11 @@ killed on spark-1 (it stays drained again). Between the last two the tool-callin
 the wrong parser. The last one puts the site back on the original profile and image at once (the FlashInfer module
 for that image, the serving apply, an explicit ready); the first that fails restores it by a rolling upgrade of both
 nodes (spark-1 from drained). Either waits until both replicas are serving and READY.
+
+The chain edits the profile the site serves, and ends on it: it runs on the site as converged (`converged_site`:
+make test's is the real vLLM engine, whose restarts under load, tool-call parser and startup behaviour are the claim),
+after the other such modules (`restarts_every_replica`: it restarts both replicas, so it does not cut short the time
+test_27's replica has served).
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from contextlib import contextmanager
 import pytest
 import yaml
 from _api import API_KEY
-from _profile import PROFILE, REAL_ENGINE, TOOLCALL_CASES
+from _profile import REAL_ENGINE_PROFILES, toolcall_cases
 from _profile import next_image as _next_image
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
+
+pytestmark = [pytest.mark.converged_site, pytest.mark.restarts_every_replica]
 
 PLAYBOOK = "playbooks/rolling_upgrade.yml"
 NODES = ("spark-1", "spark-2")
@@ -48,7 +55,11 @@ TARGET_SEQS = 6
 # tokenizer, is refused before the drain: test_upgrade_to_a_parser_whose_tokens_the_tokenizer_lacks_is_refused.)
 WRONG_PARSER = "dots"
 FAILED = "runner_on_failed"
-WRONG_PARSER_SMOKE = "no tool call in the answer" if REAL_ENGINE else "came back as text in content"
+
+
+def wrong_parser_smoke(sim):
+    """How the smoke test names the WRONG_PARSER's miss on the engine the site serves (see WRONG_PARSER)."""
+    return "no tool call in the answer" if sim.profile in REAL_ENGINE_PROFILES else "came back as text in content"
 
 
 def profiles(sim):
@@ -58,9 +69,9 @@ def profiles(sim):
 
 
 def target(sim, change):
-    """Extra vars that make the suite's profile of the inventory into the target: change(profile) edits it."""
+    """Extra vars that make the inventory's profile the site serves into the target: change(profile) edits it."""
     edited = copy.deepcopy(profiles(sim))
-    change(edited[PROFILE])
+    change(edited[sim.profile])
     return {"serving_profiles": edited}
 
 
@@ -179,8 +190,9 @@ def restored_on_failure(sim):
 
 
 def next_image(sim):
-    """The serving image's next release as sim/publish_image.sh pushed it: the same layers under a new digest."""
-    return _next_image(sim.env["GB10_SIM_IMAGES"])
+    """The next release of the image the site serves as sim/publish_image.sh pushed it: the same layers under a new
+    digest."""
+    return _next_image(sim.env["GB10_SIM_IMAGES"], sim.profile)
 
 
 def upgraded(sim):
@@ -323,7 +335,7 @@ def test_node_failing_its_smoke_test_stays_drained(served_sim):
             serving_second = sim.served("spark-2") and sim.chat("still there?")["choices"]
         text = output(runner)
         assert runner.rc != 0, "the upgrade to a wrong tool-call parser went through"
-        assert "tool-call smoke test" in text and WRONG_PARSER_SMOKE in text
+        assert "tool-call smoke test" in text and wrong_parser_smoke(sim) in text
         assert "spark-1 stays DRAINED" in text and "resume with the same command" in text
         assert states["spark-1"][1] != 0, f"spark-1 is not drained: {states}"
         assert states["spark-2"] == (2, 0), f"spark-2 does not serve: {states}"
@@ -336,7 +348,7 @@ def test_gate_refuses_a_replica_whose_parser_cannot_read_its_tool_calls(served_s
     format: every case that expects a call fails, the gate refuses it against the running spark-2 (hermes), which
     passes every case."""
     sim = served_sim
-    calling = {case["id"] for case in yaml.safe_load(TOOLCALL_CASES.read_text()) if case["expect_calls"]}
+    calling = {case["id"] for case in yaml.safe_load(toolcall_cases(sim.profile).read_text()) if case["expect_calls"]}
     with restored_on_failure(sim):
         assert WRONG_PARSER in sim.running_argv("spark-1") and "hermes" in sim.running_argv("spark-2")
         runner, refusal = sim.toolcall_gate("spark-1", "spark-2", check=False)
