@@ -379,11 +379,6 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "restarts_every_replica: a converged_site module that restarts every replica; it runs after the other "
-        "converged_site modules, whose replicas have then served long enough (test_27's watchdog start grace)",
-    )
-    config.addinivalue_line(
-        "markers",
         "moves_to_suite_profile: the module starts from the site as converged and leaves it on the suite's profile "
         "(its last change serves that profile); it runs right after the converged_site modules",
     )
@@ -400,15 +395,10 @@ def _phase(node):
     return 1 if node.get_closest_marker("moves_to_suite_profile") is not None else 2
 
 
-def _order(node):
-    """The phase, then within the phase on the site as converged the modules that restart every replica last."""
-    return _phase(node), node.get_closest_marker("restarts_every_replica") is not None
-
-
 def pytest_collection_modifyitems(items):
     """This folder's modules by phase, each phase in name order: the site changes engine once."""
     mine = [item for item in items if _mine(item.path)]
-    items[:] = [item for item in items if not _mine(item.path)] + sorted(mine, key=_order)
+    items[:] = [item for item in items if not _mine(item.path)] + sorted(mine, key=_phase)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -15,10 +15,9 @@ the wrong parser. The last one puts the site back on the original profile and im
 for that image, the serving apply, an explicit ready); the first that fails restores it by a rolling upgrade of both
 nodes (spark-1 from drained). Either waits until both replicas are serving and READY.
 
-The chain edits the profile the site serves, and ends on it: it runs on the site as converged (`converged_site`:
-make test's is the real vLLM engine, whose restarts under load, tool-call parser and startup behaviour are the claim),
-after the other such modules (`restarts_every_replica`: it restarts both replicas, so it does not cut short the time
-test_27's replica has served).
+The chain edits the profile the site serves, and ends on it. In make test that is the suite's profile, the
+stand-in, for time: on the real engine its 9 tests took 14 to 17 minutes by hand, and make test with them there
+took 53:59 on a fresh clone (README, "Which engine each test of the suite serves").
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ from _profile import REAL_ENGINE_PROFILES, toolcall_cases
 from _profile import next_image as _next_image
 
 from ansible_collections.gb10.serving.plugins.module_utils import _bench, _loadgen
-
-pytestmark = [pytest.mark.converged_site, pytest.mark.restarts_every_replica]
 
 PLAYBOOK = "playbooks/rolling_upgrade.yml"
 NODES = ("spark-1", "spark-2")
